@@ -1,0 +1,133 @@
+"""``iez``: the balanced policy, a min-cost flow with convex per-OST costs.
+
+The paper's Algorithm 2 gives every OST one constant cost per stripe, so its
+min-cost flow piles every request onto the same cheapest OSTs. Here the
+``k``-th stripe of size ``s`` added to OST ``o`` costs the utilisation that
+OST would reach,
+
+    (placed_o + k * s) / avail_o  +  oss_load_weight * load(oss(o)),
+
+where ``avail_o`` is the OST's free space when the batch is allocated (so a
+fuller OST is dearer per stripe) and ``load`` weighs the OSS's cpu and
+memory (the paper's cost to reach an OST). Convex marginal costs make the
+optimum balanced: stripes go where utilisation is lowest, and each OST ends
+up with a share of the batch proportional to its free space, so all OSTs
+would run full at the same time.
+
+Requests with the same stripe size and count are interchangeable and are
+solved as one group (:mod:`iez.allocate.waterfill` solves the flow exactly
+without building a graph). Stripe-size classes are solved one after another,
+largest stripes first (as in longest-processing-time scheduling), each one
+seeing the bytes the earlier classes placed. Within a request the OSTs are
+ordered so that consecutive stripes alternate OSSs, and the first stripe
+rotates between requests.
+
+One policy instance remembers the bytes it placed in earlier calls and
+counts them as already placed against the free space the OSTs had before
+them. Jobs allocated one after another are then balanced together: the
+rounding of one job (which OSTs get the extra stripe) is evened out by the
+next, instead of landing on the same OSTs every time.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Sequence
+
+import numpy as np
+
+from iez.allocate.base import AllocationError, Policy
+from iez.allocate.waterfill import Group, InfeasibleError, deal_to_requests, split_among_groups, stripe_totals
+from iez.model import ClusterState, WriteRequest
+
+
+def oss_interleaved_rank(cluster: ClusterState) -> np.ndarray:
+    """Rank of each OST (by position in ``cluster.osts``) in an order that alternates OSSs.
+
+    The OSTs of each OSS are spaced evenly through the order, so a run of
+    consecutive ranks touches as many OSSs as it can.
+    """
+    by_oss: dict[str, list[int]] = defaultdict(list)
+    for pos, ost in enumerate(cluster.osts):
+        by_oss[ost.oss_id].append(pos)
+    keys = np.zeros(len(cluster.osts))
+    oss_order = {oss: i for i, oss in enumerate(sorted(by_oss))}
+    for oss, positions in by_oss.items():
+        for k, pos in enumerate(positions):
+            keys[pos] = (k + 0.5) / len(positions) + oss_order[oss] * 1e-9
+    ranks = np.empty(len(keys), dtype=np.int64)
+    ranks[np.argsort(keys, kind="stable")] = np.arange(len(keys))
+    return ranks
+
+
+class BalancedPolicy(Policy):
+    name = "iez"
+
+    def __init__(
+        self,
+        seed: int = 0,
+        cpu_weight: float = 0.5,
+        mem_weight: float = 0.5,
+        oss_load_weight: float = 0.1,
+        **kw,
+    ):
+        super().__init__(seed, **kw)
+        if min(cpu_weight, mem_weight, oss_load_weight) < 0:
+            raise ValueError("cpu_weight, mem_weight and oss_load_weight must not be negative")
+        self.cpu_weight = cpu_weight
+        self.mem_weight = mem_weight
+        self.oss_load_weight = oss_load_weight
+        self._earlier: dict[int, float] = defaultdict(float)  # OST index -> bytes placed by earlier calls
+
+    def forget(self) -> None:
+        """Start a new balancing window: earlier placements no longer count."""
+        self._earlier.clear()
+
+    def reach_cost(self, cluster: ClusterState) -> np.ndarray:
+        """Per-OST cost to reach it: its OSS's weighted cpu and memory load (0..1) times the weight."""
+        loads = []
+        for ost in cluster.osts:
+            oss = cluster.oss_of(ost)
+            loads.append((self.cpu_weight * oss.cpu_pct + self.mem_weight * oss.mem_pct) / 100.0)
+        return self.oss_load_weight * np.array(loads, dtype=float)
+
+    def _place(self, cluster: ClusterState, requests: Sequence[WriteRequest], counts, sizes) -> list[Sequence[int]]:
+        free = np.array([ost.bytes_avail for ost in cluster.osts], dtype=float)
+        index = np.array([ost.index for ost in cluster.osts], dtype=np.int64)
+        earlier = np.array([self._earlier[int(i)] for i in index])
+        avail = free + earlier  # the space the OSTs had before this window's placements
+        reach = self.reach_cost(cluster)
+        ranks = oss_interleaved_rank(cluster)
+        order = np.argsort(ranks)
+        placed = earlier.copy()
+
+        classes: dict[int, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
+        for i, (count, size) in enumerate(zip(counts, sizes)):
+            classes[size][count].append(i)
+
+        out: list[Sequence[int]] = [()] * len(requests)
+        for size in sorted(classes, reverse=True):
+            members = classes[size]
+            stripe_counts = sorted(members)
+            groups = [Group(len(members[c]), c) for c in stripe_counts]
+            usable = avail > 0
+            safe = np.where(usable, avail, 1.0)
+            base = np.where(usable, reach + placed / safe, 0.0)
+            step = np.where(usable, size / safe, 1.0)
+            upper = np.where(usable, np.floor((free - (placed - earlier)) / size), 0).astype(np.int64)
+            try:
+                totals = stripe_totals(base, step, np.maximum(upper, 0), groups)
+            except InfeasibleError as err:
+                first = requests[members[stripe_counts[-1]][0]]
+                raise AllocationError(first, f"stripes of {size} bytes cannot be placed: {err}") from None
+            for group, part, c in zip(groups, split_among_groups(totals, groups), stripe_counts):
+                rows = deal_to_requests(part, order, group.requests, c)
+                rows = np.take_along_axis(rows, np.argsort(ranks[rows], axis=1, kind="stable"), axis=1)
+                rotate = (np.arange(c)[None, :] + np.arange(group.requests)[:, None]) % c
+                rows = np.take_along_axis(rows, rotate, axis=1)
+                for i, row in zip(members[c], index[rows].tolist()):
+                    out[i] = row
+            placed += totals * size
+        for i, ost_index in enumerate(index.tolist()):
+            self._earlier[ost_index] = float(placed[i])
+        return out

@@ -1,0 +1,175 @@
+"""``rr``: Lustre's round-robin OST allocator, modelled from the behaviour of
+``lod_alloc_rr`` / ``lod_qos_calc_rr`` in lustre-release (our own code).
+
+What is modelled
+----------------
+- **The RR array.** The OSSs are listed the way Lustre's server list ends up
+  when OSTs register in index order: an OSS that gains an OST moves in front of
+  every OSS with fewer OSTs (ties keep their order). Then, OSS by OSS, the
+  ``j``-th of an OSS's ``k`` OSTs goes to slot ``j * n // k`` of an ``n``-slot
+  array, or the next free slot after it. Each OSS is spread evenly, so
+  consecutive slots alternate between servers.
+- **The cursor.** A start index and an offset persist across files and calls.
+  A file begins at slot ``(start + offset) % n`` and takes consecutive slots;
+  the start index moves by one for every slot looked at, used or skipped.
+- **The wrap.** Before a file, if the start index has run past ``n`` (or the
+  file wants every OST) it is folded back modulo ``n``, and the offset moves on
+  by one unless ``n % stripe_count == 1``, so files with a stripe count that
+  divides into the array do not keep landing on the same OSTs.
+- **The reseed.** Every ``(2000 // n + 30) * n`` creates, and on the very first
+  one, the start index jumps to a random slot drawn from ``random.Random(seed)``,
+  so runs are deterministic for a seed.
+- **Skipping.** An OST is passed over when it lacks room for one more stripe of
+  the file (free bytes, charged within the call for stripes already placed).
+  One pass visits each OST once, so a file never gets an OST twice.
+
+What is simplified
+------------------
+- One pool: the OSTs the policy is shown. If that set (or an OST's server)
+  changes, the array is rebuilt, as Lustre does when its RR data goes stale;
+  the cursor is kept.
+- Lustre's "full", "degraded" and "no precreated objects" tests and its slower
+  second and third passes are folded into the room test: there is one pass.
+- Lustre may give a file with a default layout fewer stripes than asked; here a
+  file gets exactly its stripe count or the call raises ``AllocationError``, and
+  a failed call leaves the cursor where it was.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, replace
+from typing import Sequence
+
+from iez.allocate.base import AllocationError, Policy
+from iez.model import OST, ClusterState, WriteRequest
+
+#: Lustre reseeds the start index after ``(RESEED_MIN // n + RESEED_MULT) * n`` creates.
+RESEED_MIN = 2000
+RESEED_MULT = 30
+
+
+def oss_list_order(osts: Sequence[OST]) -> list[str]:
+    """OSS ids in the order of Lustre's server list after OSTs register by index.
+
+    The order decides which server gets the first pick of each slot region, so
+    it shapes which OSTs a file's consecutive stripes land on.
+    """
+    order: list[str] = []
+    ost_counts: dict[str, int] = {}
+    for ost in sorted(osts, key=lambda o: o.index):
+        oss = ost.oss_id
+        ost_counts[oss] = ost_counts.get(oss, 0) + 1
+        if oss in order:
+            order.remove(oss)
+        fewer = (pos for pos, other in enumerate(order) if ost_counts[other] < ost_counts[oss])
+        order.insert(next(fewer, len(order)), oss)
+    return order
+
+
+def interleaved_order(osts: Sequence[OST]) -> list[int]:
+    """OST indices in RR-array order: each OSS's OSTs spaced evenly across the array."""
+    slots: list[int | None] = [None] * len(osts)
+    for oss in oss_list_order(osts):
+        members = [o.index for o in sorted(osts, key=lambda o: o.index) if o.oss_id == oss]
+        for j, index in enumerate(members):
+            slot = j * len(slots) // len(members)
+            while slots[slot] is not None:
+                slot = (slot + 1) % len(slots)
+            slots[slot] = index
+    return [index for index in slots if index is not None]
+
+
+@dataclass(frozen=True)
+class RrCursor:
+    """Where the next file starts (Lustre's lqr_start_idx, lqr_offset_idx, lqr_start_count)."""
+
+    start_idx: int = 0
+    offset_idx: int = 0
+    creates_until_reseed: int = 0
+
+
+class RoundRobinPolicy(Policy):
+    """Lustre's round-robin allocator; one instance is one MDS's RR state."""
+
+    name = "rr"
+
+    def __init__(self, seed: int = 0, **kw):
+        super().__init__(seed, **kw)
+        self._rng = random.Random(seed)
+        self.cursor = RrCursor()
+        self._array: list[int] = []
+        self._array_key: tuple[tuple[int, str], ...] = ()
+
+    @property
+    def rr_array(self) -> list[int]:
+        """The current OSS-interleaved OST order (empty before the first call)."""
+        return list(self._array)
+
+    def _place(
+        self, cluster: ClusterState, requests: Sequence[WriteRequest], counts: Sequence[int], sizes: Sequence[int]
+    ) -> list[Sequence[int]]:
+        saved = self.checkpoint()
+        free = {ost.index: ost.bytes_avail for ost in cluster.osts}
+        try:
+            return [self.place_file(cluster, r, c, s, free) for r, c, s in zip(requests, counts, sizes)]
+        except AllocationError:
+            self.restore(saved)
+            raise
+
+    def checkpoint(self) -> tuple:
+        """State to restore if a call fails, so a refused call changes nothing."""
+        return self.cursor, self._rng.getstate()
+
+    def restore(self, saved: tuple) -> None:
+        self.cursor, rng_state = saved
+        self._rng.setstate(rng_state)
+
+    def place_file(
+        self, cluster: ClusterState, request: WriteRequest, count: int, size: int, free: dict[int, int]
+    ) -> list[int]:
+        """Stripe one file from the RR array and charge ``free``; QoS uses it for its fallback."""
+        self._refresh_array(cluster)
+        self._advance_for_file(count)
+        chosen = self._walk(count, size, free)
+        if len(chosen) < count:
+            raise AllocationError(
+                request, f"rr: only {len(chosen)} of {count} OSTs still have {size} bytes free for a stripe"
+            )
+        for index in chosen:
+            free[index] -= size
+        return chosen
+
+    def _refresh_array(self, cluster: ClusterState) -> None:
+        """Rebuild the RR array when the OST set or OST-to-OSS mapping changed."""
+        key = tuple((ost.index, ost.oss_id) for ost in cluster.osts)
+        if key != self._array_key:
+            self._array = interleaved_order(cluster.osts)
+            self._array_key = key
+
+    def _advance_for_file(self, count: int) -> None:
+        """Per-file cursor update: periodic random reseed, else wrap with an offset bump."""
+        n = len(self._array)
+        cur = replace(self.cursor, creates_until_reseed=self.cursor.creates_until_reseed - 1)
+        if cur.creates_until_reseed <= 0:
+            cur = replace(
+                cur, start_idx=self._rng.randrange(n), creates_until_reseed=(RESEED_MIN // n + RESEED_MULT) * n
+            )
+        elif count >= n or cur.start_idx > n:
+            bump = 1 if count > 1 and n % count != 1 else 0
+            cur = replace(cur, start_idx=cur.start_idx % n, offset_idx=cur.offset_idx + bump)
+        self.cursor = cur
+
+    def _walk(self, count: int, size: int, free: dict[int, int]) -> list[int]:
+        """Take consecutive array slots with room; the start index counts every slot looked at."""
+        n = len(self._array)
+        first = (self.cursor.start_idx + self.cursor.offset_idx) % n
+        chosen: list[int] = []
+        looked = 0
+        while looked < n and len(chosen) < count:
+            index = self._array[(first + looked) % n]
+            looked += 1
+            if free[index] >= size:
+                chosen.append(index)
+        self.cursor = replace(self.cursor, start_idx=self.cursor.start_idx + looked)
+        return chosen

@@ -1,0 +1,121 @@
+"""The REST API application, built by :func:`create_app` so tests and ``iez api`` start it on a real port."""
+
+from __future__ import annotations
+
+import logging
+from contextlib import asynccontextmanager
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from sqlalchemy import Engine
+from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
+
+from iez import __version__
+from iez.allocate import AllocationError
+from iez.api import deps
+from iez.api.fastpath import LookupFastPath
+from iez.api.metrics import ApiMetrics, MetricsMiddleware
+from iez.api.routers import allocations, apps, health, oss, osts, requests, stats
+from iez.config import Settings, describe, settings as env_settings
+from iez.db import DatabaseUnavailable, open_db
+from iez.db.engine import unavailable
+from iez.db.lookup import LayoutReader
+from iez.db.requests import NotFound
+
+log = logging.getLogger("iez.api")
+
+
+def create_app(settings: Settings | None = None, engine: Engine | None = None) -> FastAPI:
+    """The API over ``settings.db``; raises :class:`~iez.db.SchemaOutOfDate` if the schema is not current."""
+    settings = settings or env_settings()
+    engine = engine or open_db(settings)
+    if settings.api_token is None:
+        log.warning("IEZ_API_TOKEN is not set: every write will be refused with 403")
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI):
+        yield
+        engine.dispose()
+
+    app = FastAPI(
+        title="iez interaction API",
+        version=__version__,
+        description="Statistics in, write requests in, OST layouts out. Writes need `Authorization: Bearer`.",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.engine = engine
+    app.state.metrics = ApiMetrics()
+    app.state.reader = LayoutReader(engine)
+    read_guard = [Depends(deps.require_reader)] if settings.reads == "token" else []
+    app.include_router(stats.router)
+    app.include_router(requests.router)
+    app.include_router(allocations.router)
+    app.include_router(allocations.reads, dependencies=read_guard)
+    app.include_router(osts.router, dependencies=read_guard)
+    app.include_router(oss.router, dependencies=read_guard)
+    app.include_router(apps.router, dependencies=read_guard)
+    app.include_router(health.router)
+    _add_error_handlers(app)
+    # Innermost first: the lookup fast path answers inside the metrics layer, so it is counted too.
+    app.add_middleware(LookupFastPath, reader=app.state.reader,
+                       token=settings.api_token if settings.reads == "token" else None)
+    app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
+    log.info("serving interaction DB %s (reads %s)", describe(engine.url), settings.reads)
+    return app
+
+
+def app_from_env() -> FastAPI:
+    """Factory for ``uvicorn --factory`` (several workers): settings from the environment."""
+    return create_app(env_settings())
+
+
+def _field(loc: tuple) -> str:
+    parts = [str(p) for p in loc]
+    if parts and parts[0] in ("body", "query", "path", "header"):
+        parts = parts[1:]
+    out = ""
+    for part in parts:
+        out += f"[{part}]" if part.isdigit() else (f".{part}" if out else part)
+    return out or "body"
+
+
+def _add_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = []
+        for err in exc.errors():
+            field = _field(tuple(err.get("loc", ())))
+            message = str(err.get("msg", "invalid"))
+            if err.get("type") == "json_invalid":
+                field, message = "body", f"invalid JSON: {err.get('ctx', {}).get('error', message)}"
+            errors.append({"field": field, "message": message.removeprefix("Value error, ")})
+        detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors[:5])
+        return JSONResponse({"detail": detail, "errors": errors}, status_code=422)
+
+    @app.exception_handler(NotFound)
+    async def not_found(_request: Request, exc: NotFound) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=404)
+
+    @app.exception_handler(AllocationError)
+    async def no_fit(_request: Request, exc: AllocationError) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=409)
+
+    @app.exception_handler(DatabaseUnavailable)
+    async def db_down(_request: Request, exc: DatabaseUnavailable) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=503, headers={"Retry-After": "5"})
+
+    @app.exception_handler(OperationalError)
+    async def db_broken(request: Request, exc: OperationalError) -> JSONResponse:
+        return await db_down(request, unavailable(request.app.state.engine, exc))
+
+    @app.exception_handler(IntegrityError)
+    async def conflict(_request: Request, exc: IntegrityError) -> JSONResponse:
+        return JSONResponse({"detail": f"conflicting write, retry: {str(exc.orig).splitlines()[0]}"}, status_code=409)
+
+    @app.exception_handler(SQLAlchemyError)
+    async def db_error(_request: Request, exc: SQLAlchemyError) -> JSONResponse:
+        log.exception("database error")
+        reason = str(getattr(exc, "orig", None) or exc).splitlines()[0]
+        return JSONResponse({"detail": f"database error: {reason}"}, status_code=500)

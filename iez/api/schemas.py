@@ -1,0 +1,151 @@
+"""Request and response bodies of the REST API, in one place.
+
+Limits follow Lustre and the database: absolute paths up to 4096 bytes, byte
+counts below 2^63, stripe counts 1..2000 or -1 (all OSTs), OST indices 0..65535.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+
+from iez.allocate import POLICY_NAMES
+from iez.db.models import MAX_PATH_BYTES
+
+INT64_MAX = 2**63 - 1
+INT32_MAX = 2**31 - 1
+
+
+def _encodable(text: str) -> str:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("must be valid Unicode text (no lone surrogates)") from None
+    if "\x00" in text:
+        raise ValueError("must not contain a NUL character")
+    return text
+
+
+def _absolute_path(path: str) -> str:
+    _encodable(path)
+    if not path.startswith("/"):
+        raise ValueError("must be an absolute path (start with /)")
+    if len(path.encode("utf-8")) > MAX_PATH_BYTES:
+        raise ValueError(f"must be at most {MAX_PATH_BYTES} bytes long")
+    return path
+
+
+def _stripe_count(count: int) -> int:
+    if count != -1 and not 1 <= count <= 2000:
+        raise ValueError("must be 1..2000, or -1 for all OSTs")
+    return count
+
+
+Text = Annotated[str, Field(min_length=1, max_length=255), AfterValidator(_encodable)]
+FilePath = Annotated[str, Field(min_length=1, max_length=MAX_PATH_BYTES), AfterValidator(_absolute_path)]
+Bytes = Annotated[int, Field(ge=0, le=INT64_MAX)]
+Percent = Annotated[float, Field(ge=0, le=100, allow_inf_nan=False)]
+StripeCount = Annotated[int, Field(ge=-1, le=2000), AfterValidator(_stripe_count)]
+
+Strict = ConfigDict(extra="forbid")
+
+
+class OstStats(BaseModel):
+    model_config = Strict
+    name: Text = Field(description="Lustre target name, e.g. fs-OST0001")
+    index: int = Field(ge=0, le=65535, description="OST index (1 for OST0001)")
+    kbytes_total: int = Field(gt=0, le=INT64_MAX)
+    kbytes_avail: Bytes
+    read_bytes: Bytes | None = None
+    write_bytes: Bytes | None = None
+
+    @model_validator(mode="after")
+    def _avail_within_total(self) -> "OstStats":
+        if self.kbytes_avail > self.kbytes_total:
+            raise ValueError(f"kbytes_avail={self.kbytes_avail} exceeds kbytes_total={self.kbytes_total}")
+        return self
+
+
+class OssStats(BaseModel):
+    """The message an OSS agent publishes (``iez-agent --json``)."""
+
+    model_config = ConfigDict(extra="ignore")  # agents may add fields; we keep what we know
+    oss_id: Text
+    seq: Bytes
+    time: datetime = Field(description="sample time: Unix seconds or ISO 8601")
+    cpu_pct: Percent
+    mem_pct: Percent
+    osts: list[OstStats] = Field(default_factory=list, max_length=10000)
+
+    @model_validator(mode="after")
+    def _distinct_osts(self) -> "OssStats":
+        indices = [ost.index for ost in self.osts]
+        if len(set(indices)) != len(indices):
+            raise ValueError("osts: an OST index appears twice")
+        return self
+
+    def naive_utc_time(self) -> datetime:
+        if self.time.tzinfo is None:
+            return self.time
+        return self.time.astimezone(timezone.utc).replace(tzinfo=None)
+
+
+class StatsStored(BaseModel):
+    oss_id: str
+    osts: int
+
+
+class WriteRequestIn(BaseModel):
+    model_config = Strict
+    file: FilePath
+    write_bytes: Bytes
+    stripe_count: StripeCount
+    rank: int = Field(default=0, ge=0, le=INT32_MAX)
+    stripe_size: int | None = Field(default=None, gt=0, le=INT64_MAX)
+    source: Literal["traced", "predicted", "darshan"] = "predicted"
+
+
+class RequestsIn(BaseModel):
+    model_config = Strict
+    app: Text
+    fingerprint: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$",
+                                    description="SHA-256 hex of executable, arguments and working directory")
+    requests: list[WriteRequestIn] = Field(max_length=100000)
+
+
+class RequestIds(BaseModel):
+    ids: list[int]
+
+
+class AllocateIn(BaseModel):
+    model_config = Strict
+    app: Text
+    policy: Literal[POLICY_NAMES] = "iez"  # type: ignore[valid-type]
+    seed: int = Field(default=0, ge=0, le=INT32_MAX)
+
+
+class Layout(BaseModel):
+    file: str
+    stripe_size: int
+    stripe_count: int
+    osts: list[int]
+
+
+class Allocations(BaseModel):
+    allocations: list[Layout]
+
+
+class LookupIn(BaseModel):
+    model_config = Strict
+    paths: list[FilePath] = Field(max_length=100000)
+
+
+class LookupOut(BaseModel):
+    allocations: list[Layout]
+    missing: list[str]
+
+
+class Problem(BaseModel):
+    detail: str

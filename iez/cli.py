@@ -1,0 +1,46 @@
+"""The ``iez`` command: one sub-command module per concern under :mod:`iez.commands`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from importlib import import_module
+
+from iez import __version__
+
+#: Modules that contribute sub-commands; each has ``register(subparsers)``.
+COMMAND_MODULES = (
+    "iez.commands.simulate",
+    "iez.commands.bench",
+    "iez.commands.db",
+    "iez.commands.alloc",
+    "iez.commands.api",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="iez", description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--version", action="version", version=f"iez {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in COMMAND_MODULES:
+        import_module(name).register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.handler(args) or 0)
+    except BrokenPipeError:
+        return 0
+    except (ValueError, OSError) as err:  # bad input: one clear line, no traceback
+        print(f"iez {args.command}: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("iez: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

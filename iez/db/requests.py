@@ -1,0 +1,173 @@
+"""Applications and their write requests: one row per (application, file), updated in place."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+from sqlalchemy import Connection, delete, select, update
+from sqlalchemy.orm import Session
+
+from iez.db.models import (
+    STALE,
+    AllocationRow,
+    Application,
+    Reservation,
+    Run,
+    WriteRequestRow,
+    parse_osts,
+    path_hash,
+    utcnow,
+)
+
+CHUNK = 500  # bound on IN (...) lists
+
+
+@dataclass(frozen=True)
+class RequestIn:
+    file: str
+    write_bytes: int
+    stripe_count: int
+    rank: int = 0
+    stripe_size: int | None = None
+    source: str = "predicted"
+
+
+class NotFound(LookupError):
+    """A named thing is not in the database; the message says which."""
+
+
+def chunks(items: Sequence, size: int = CHUNK) -> Iterable[Sequence]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def application(session: Session, name: str, fingerprint: str | None = None, create: bool = False) -> Application:
+    app = session.scalar(select(Application).where(Application.name == name))
+    if app is None:
+        if not create:
+            raise NotFound(f"no application named {name!r}")
+        app = Application(name=name, fingerprint=fingerprint)
+        session.add(app)
+        session.flush()
+    elif fingerprint and app.fingerprint != fingerprint:
+        app.fingerprint = fingerprint
+    return app
+
+
+def retire(session: Session, allocation_ids: Sequence[int]) -> None:
+    """Mark allocations stale and free their reservations."""
+    for ids in chunks(list(allocation_ids)):
+        session.execute(delete(Reservation).where(Reservation.allocation_id.in_(ids)))
+        session.execute(update(AllocationRow).where(AllocationRow.id.in_(ids)).values(state=STALE))
+
+
+def upsert_requests(
+    session: Session, app_name: str, requests: Sequence[RequestIn], fingerprint: str | None = None
+) -> list[int]:
+    """Store the requests; the same (application, file) again updates its row. Returns ids in input order.
+
+    A request whose size, stripe count, stripe size or rank changed loses its
+    allocation (it becomes stale and its reservations are freed), so the next
+    ``allocate`` places it again.
+    """
+    app = application(session, app_name, fingerprint, create=True)
+    hashes = [path_hash(r.file) for r in requests]
+    existing: dict[str, WriteRequestRow] = {}
+    for part in chunks(sorted(set(hashes))):
+        for row in session.scalars(
+            select(WriteRequestRow).where(WriteRequestRow.app_id == app.id, WriteRequestRow.path_hash.in_(part))
+        ):
+            existing[row.path_hash] = row
+    now, changed, ids = utcnow(), [], []
+    for request, digest in zip(requests, hashes):
+        row = existing.get(digest)
+        values = dict(
+            write_bytes=request.write_bytes,
+            stripe_count=request.stripe_count,
+            stripe_size=request.stripe_size,
+            rank=request.rank,
+            source=request.source,
+        )
+        if row is None:
+            row = WriteRequestRow(app_id=app.id, path=request.file, path_hash=digest, created=now, updated=now, **values)
+            session.add(row)
+            existing[digest] = row
+        elif any(getattr(row, k) != v for k, v in values.items()):
+            for key, value in values.items():
+                setattr(row, key, value)
+            row.updated = now
+            changed.append(row)
+        ids.append(row)
+    session.flush()
+    if changed:
+        request_ids = [row.id for row in changed]
+        live = []
+        for part in chunks(request_ids):
+            live += session.scalars(
+                select(AllocationRow.id).where(AllocationRow.request_id.in_(part), AllocationRow.state != STALE)
+            ).all()
+        retire(session, live)
+    return [row.id for row in ids]
+
+
+def app_summary(conn: Connection, name: str) -> dict:
+    """An application with its requests (and their live allocations) and runs."""
+    app = conn.execute(select(Application).where(Application.name == name)).first()
+    if app is None:
+        raise NotFound(f"no application named {name!r}")
+    app = app._mapping
+    live = (
+        select(AllocationRow.request_id, AllocationRow.stripe_size, AllocationRow.stripe_count,
+               AllocationRow.osts, AllocationRow.policy, AllocationRow.state)
+        .where(AllocationRow.state != STALE)
+        .subquery()
+    )
+    rows = conn.execute(
+        select(WriteRequestRow, live)
+        .outerjoin(live, live.c.request_id == WriteRequestRow.id)
+        .where(WriteRequestRow.app_id == app["id"])
+        .order_by(WriteRequestRow.rank, WriteRequestRow.id)
+    ).all()
+    requests = []
+    for row in rows:
+        m = row._mapping
+        allocation = None
+        if m["osts"] is not None:
+            allocation = {
+                "stripe_size": m["stripe_size_1"],
+                "stripe_count": m["stripe_count_1"],
+                "osts": parse_osts(m["osts"]),
+                "policy": m["policy"],
+                "state": m["state"],
+            }
+        requests.append(
+            {
+                "id": m["id"],
+                "file": m["path"],
+                "write_bytes": m["write_bytes"],
+                "stripe_count": m["stripe_count"],
+                "stripe_size": m["stripe_size"],
+                "rank": m["rank"],
+                "source": m["source"],
+                "allocation": allocation,
+            }
+        )
+    runs = [
+        {
+            "id": run.id,
+            "started": run.started.isoformat() + "Z",
+            "ended": run.ended.isoformat() + "Z" if run.ended else None,
+            "files_found": run.files_found,
+            "files_missed": run.files_missed,
+        }
+        for run in conn.execute(select(Run).where(Run.app_id == app["id"]).order_by(Run.id)).all()
+    ]
+    return {
+        "name": app["name"],
+        "fingerprint": app["fingerprint"],
+        "created": app["created"].isoformat() + "Z",
+        "requests": requests,
+        "pending": sum(1 for r in requests if r["allocation"] is None),
+        "runs": runs,
+    }

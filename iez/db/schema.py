@@ -1,0 +1,108 @@
+"""Schema versions: upgrade the interaction DB, and refuse to serve an out-of-date one.
+
+The Alembic scripts ship inside the package (``iez/db/migrations``) and the
+Alembic configuration is built here in code, so ``iez db upgrade`` works from
+an installed wheel, from any working directory, without an ``alembic.ini``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Engine, create_engine, inspect, text
+from sqlalchemy.engine import URL
+from sqlalchemy.exc import OperationalError
+
+from iez.config import describe
+from iez.db.engine import DatabaseUnavailable, unavailable
+
+MIGRATIONS = Path(__file__).with_name("migrations")
+
+
+class SchemaOutOfDate(RuntimeError):
+    """The database's schema is not the one this iez needs; the message names the fixing command."""
+
+
+def alembic_config() -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    return config
+
+
+def head_revision() -> str:
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    assert head is not None, "iez ships at least one migration"
+    return head
+
+
+def current_revision(engine: Engine) -> str | None:
+    try:
+        with engine.connect() as conn:
+            return MigrationContext.configure(conn).get_current_revision()
+    except OperationalError as err:
+        raise unavailable(engine, err) from err
+
+
+def is_empty(engine: Engine) -> bool:
+    """No tables at all: a database nobody has used yet."""
+    try:
+        with engine.connect() as conn:
+            return not inspect(conn).get_table_names()
+    except OperationalError as err:
+        raise unavailable(engine, err) from err
+
+
+def upgrade_command(engine: Engine) -> str:
+    db = describe(engine.url)
+    return f"iez db upgrade --db {db}" if "://" in db else f"iez db upgrade --db '{db}'"
+
+
+def check_schema(engine: Engine) -> str:
+    """The current revision, or :class:`SchemaOutOfDate` naming the command that fixes it."""
+    current, head = current_revision(engine), head_revision()
+    if current == head:
+        return current
+    state = "has no iez schema" if current is None else f"is at schema revision {current}"
+    raise SchemaOutOfDate(
+        f"interaction DB {describe(engine.url)} {state}; this iez needs {head}: run `{upgrade_command(engine)}`"
+    )
+
+
+def upgrade(engine: Engine, revision: str = "head") -> str:
+    """Bring the database to ``revision``; returns the revision it is at afterwards."""
+    ensure_database(engine.url)
+    config = alembic_config()
+    try:
+        with engine.begin() as conn:
+            config.attributes["connection"] = conn
+            command.upgrade(config, revision)
+    except OperationalError as err:
+        raise unavailable(engine, err) from err
+    return current_revision(engine) or "base"
+
+
+def downgrade(engine: Engine, revision: str) -> str:
+    config = alembic_config()
+    with engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.downgrade(config, revision)
+    return current_revision(engine) or "base"
+
+
+def ensure_database(url: URL) -> None:
+    """Create a MariaDB database that does not exist yet (SQLite files appear on first use)."""
+    if url.get_backend_name() == "sqlite":
+        return
+    server = create_engine(url.set(database=""), connect_args={"connect_timeout": 5})
+    name = url.database.replace("`", "``")
+    try:
+        with server.begin() as conn:
+            conn.execute(text(f"CREATE DATABASE IF NOT EXISTS `{name}` CHARACTER SET utf8mb4"))
+    except OperationalError as err:
+        raise DatabaseUnavailable(f"interaction DB {describe(url)} is unavailable: {err.orig}") from err
+    finally:
+        server.dispose()

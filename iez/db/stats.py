@@ -1,0 +1,149 @@
+"""OSS and OST statistics: store an agent's report, and build the cluster the allocators see."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Sequence
+
+from sqlalchemy import Connection, func, select
+from sqlalchemy.orm import Session
+
+from iez.db.models import OssRow, OssStat, OstRow, OstStat, Reservation, utcnow
+from iez.model import OSS, OST, ClusterState
+
+
+@dataclass(frozen=True)
+class OstReport:
+    name: str
+    index: int
+    kbytes_total: int
+    kbytes_avail: int
+    read_bytes: int | None = None
+    write_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class OssReport:
+    """One agent message (``iez-agent --json`` prints the same shape)."""
+
+    oss_id: str
+    seq: int
+    time: datetime  # naive UTC
+    cpu_pct: float
+    mem_pct: float
+    osts: Sequence[OstReport] = ()
+
+
+def record(session: Session, report: OssReport) -> None:
+    """Append the report to the time series and make it the latest view of its OSS and OSTs."""
+    received = utcnow()
+    session.merge(
+        OssRow(
+            oss_id=report.oss_id,
+            seq=report.seq,
+            sample_time=report.time,
+            received=received,
+            cpu_pct=report.cpu_pct,
+            mem_pct=report.mem_pct,
+        )
+    )
+    session.add(
+        OssStat(oss_id=report.oss_id, seq=report.seq, sample_time=report.time,
+                cpu_pct=report.cpu_pct, mem_pct=report.mem_pct)
+    )
+    for ost in report.osts:
+        values = dict(
+            ost_index=ost.index,
+            oss_id=report.oss_id,
+            kbytes_total=ost.kbytes_total,
+            kbytes_avail=ost.kbytes_avail,
+            read_bytes=ost.read_bytes,
+            write_bytes=ost.write_bytes,
+            sample_time=report.time,
+        )
+        session.merge(OstRow(name=ost.name, **values))
+        session.add(OstStat(**values))
+
+
+def reserved_bytes(conn: Connection | Session, now: datetime) -> dict[int, int]:
+    """Bytes held by unexpired reservations, per OST index."""
+    rows = conn.execute(
+        select(Reservation.ost_index, func.sum(Reservation.bytes))
+        .where(Reservation.expires > now)
+        .group_by(Reservation.ost_index)
+    )
+    return {int(index): int(total) for index, total in rows}
+
+
+def stale_cutoff(now: datetime, stale_s: float) -> datetime:
+    return now - timedelta(seconds=stale_s)
+
+
+def usable_cluster(session: Session, now: datetime, stale_s: float) -> ClusterState:
+    """OSTs whose OSS reported within ``stale_s``, with their free space less active reservations.
+
+    An OST keeps ``kbytes_avail - ceil(reserved / 1024)`` KiB, so whatever a policy
+    places within that, added to what is reserved, never exceeds what the OST reported free.
+    """
+    reserved = reserved_bytes(session, now)
+    rows = session.execute(
+        select(OstRow, OssRow)
+        .join(OssRow, OssRow.oss_id == OstRow.oss_id)
+        .where(OssRow.received >= stale_cutoff(now, stale_s))
+        .order_by(OstRow.ost_index)
+    ).all()
+    osts, osses = [], {}
+    for ost, oss in rows:
+        held_kb = -(-reserved.get(ost.ost_index, 0) // 1024)
+        avail = max(0, min(ost.kbytes_avail, ost.kbytes_total) - held_kb)
+        osts.append(OST(ost.ost_index, ost.oss_id, ost.kbytes_total, avail))
+        osses[oss.oss_id] = OSS(oss.oss_id, _pct(oss.cpu_pct), _pct(oss.mem_pct))
+    return ClusterState.build(osts, list(osses.values()))
+
+
+def _pct(value: float) -> float:
+    return min(100.0, max(0.0, value))
+
+
+def ost_rows(conn: Connection, now: datetime) -> list[dict]:
+    reserved = reserved_bytes(conn, now)
+    out = []
+    for ost in conn.execute(select(OstRow).order_by(OstRow.ost_index)).all():
+        ost = ost._mapping
+        out.append(
+            {
+                "index": ost["ost_index"],
+                "name": ost["name"],
+                "oss_id": ost["oss_id"],
+                "kbytes_total": ost["kbytes_total"],
+                "kbytes_avail": ost["kbytes_avail"],
+                "bytes_reserved": reserved.get(ost["ost_index"], 0),
+                "read_bytes": ost["read_bytes"],
+                "write_bytes": ost["write_bytes"],
+                "sample_time": ost["sample_time"].isoformat() + "Z",
+            }
+        )
+    return out
+
+
+def oss_rows(conn: Connection, now: datetime, stale_s: float) -> list[dict]:
+    cutoff = stale_cutoff(now, stale_s)
+    counts = dict(conn.execute(select(OstRow.oss_id, func.count()).group_by(OstRow.oss_id)).all())
+    return [
+        {
+            "oss_id": oss.oss_id,
+            "seq": oss.seq,
+            "cpu_pct": oss.cpu_pct,
+            "mem_pct": oss.mem_pct,
+            "sample_time": oss.sample_time.isoformat() + "Z",
+            "received": oss.received.isoformat() + "Z",
+            "stale": oss.received < cutoff,
+            "osts": counts.get(oss.oss_id, 0),
+        }
+        for oss in conn.execute(select(OssRow).order_by(OssRow.oss_id)).all()
+    ]
+
+
+def stale_oss_count(conn: Connection, now: datetime, stale_s: float) -> int:
+    return int(conn.scalar(select(func.count()).select_from(OssRow).where(OssRow.received < stale_cutoff(now, stale_s))))

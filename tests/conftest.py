@@ -1,0 +1,173 @@
+"""Fixtures for the interaction DB and the REST API: real SQLite files, a real MariaDB, real servers.
+
+MariaDB comes from ``IEZ_TEST_MYSQL_URL`` (default ``mysql://root@127.0.0.1:3306/iez_test``);
+its database is created when missing. An unreachable MariaDB fails the tests that
+need it: it is never skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from sqlalchemy import create_engine, inspect, text
+
+from iez.config import database_url
+from iez.db.engine import make_engine
+from iez.db.schema import ensure_database, upgrade
+
+BACKENDS = ("sqlite", "mariadb")
+API_TOKEN = "test-token-4f1c"
+DATA_TABLES = ("reservations", "allocations", "write_requests", "runs", "applications",
+               "ost_stats", "oss_stats", "osts", "oss")
+
+
+def mysql_url(suffix: str = "") -> str:
+    base = os.environ.get("IEZ_TEST_MYSQL_URL", "mysql://root@127.0.0.1:3306/iez_test")
+    return base + suffix
+
+
+def reset_mysql(db: str) -> None:
+    """Drop everything in the MariaDB database ``db`` (created if missing)."""
+    url = database_url(db)
+    try:
+        ensure_database(url)
+    except OSError as err:
+        pytest.fail(f"MariaDB is required for these tests and is unreachable: {err}")
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(text("SET FOREIGN_KEY_CHECKS=0"))
+        for view in inspect(conn).get_view_names():
+            conn.execute(text(f"DROP VIEW `{view}`"))
+        for table in inspect(conn).get_table_names():
+            conn.execute(text(f"DROP TABLE `{table}`"))
+        conn.execute(text("SET FOREIGN_KEY_CHECKS=1"))
+    engine.dispose()
+
+
+def fresh_db(backend: str, tmp_path: Path, name: str, migrate: bool = True) -> str:
+    """An IEZ_DB value naming an empty database of ``backend`` (at the current schema if ``migrate``)."""
+    if backend == "sqlite":
+        db = str(tmp_path / f"{name}.db")
+    else:
+        db = mysql_url(f"_{name}")
+        reset_mysql(db)
+    if migrate:
+        engine = make_engine(database_url(db))
+        upgrade(engine)
+        engine.dispose()
+    return db
+
+
+_mariadb_ready = False
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request) -> str:
+    return request.param
+
+
+@pytest.fixture
+def db(backend: str, tmp_path: Path) -> str:
+    """IEZ_DB of a database at the current schema holding no rows."""
+    global _mariadb_ready
+    if backend == "sqlite":
+        return fresh_db("sqlite", tmp_path, "iez")
+    url = mysql_url()
+    if not _mariadb_ready:
+        reset_mysql(url)
+        engine = make_engine(database_url(url))
+        upgrade(engine)
+        engine.dispose()
+        _mariadb_ready = True
+    engine = create_engine(database_url(url))
+    with engine.begin() as conn:
+        for table in DATA_TABLES:
+            conn.execute(text(f"DELETE FROM {table}"))
+    engine.dispose()
+    return url
+
+
+@pytest.fixture
+def empty_db(backend: str, tmp_path: Path) -> str:
+    """IEZ_DB of a database with no tables at all."""
+    global _mariadb_ready
+    if backend == "mariadb":
+        _mariadb_ready = False  # the shared test database is about to lose its schema
+        reset_mysql(mysql_url())
+        return mysql_url()
+    return str(tmp_path / "empty.db")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def run_iez(*args: str, env: dict | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+    """The real ``iez`` command line in a child process."""
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run([sys.executable, "-m", "iez.cli", *args], capture_output=True, text=True,
+                          env=full_env, timeout=timeout)
+
+
+class Server:
+    """``iez api`` running in a child process on a free loopback port."""
+
+    def __init__(self, db: str, env: dict | None = None, workers: int = 1):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        full_env = {**os.environ, "IEZ_API_TOKEN": API_TOKEN, **(env or {})}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "iez.cli", "api", "--db", db, "--port", str(self.port),
+             "--workers", str(workers), "--log-level", "warning"],
+            env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"iez api exited with {self.proc.returncode}: {self.proc.stdout.read()}")
+            try:
+                if httpx.get(self.url + "/healthz", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        self.stop()
+        raise RuntimeError("iez api did not answer /healthz within 30 s")
+
+    def client(self, token: str | None = API_TOKEN) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=30)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+@pytest.fixture(scope="session", params=BACKENDS)
+def server(request, tmp_path_factory) -> Server:
+    """One API server per backend for the whole session; tests use their own app names and paths."""
+    db = fresh_db(request.param, tmp_path_factory.mktemp("api"), "api")
+    srv = Server(db)
+    srv.backend = request.param
+    srv.db = db
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def api(server: Server) -> httpx.Client:
+    with server.client() as client:
+        yield client
