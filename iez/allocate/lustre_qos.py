@@ -60,6 +60,8 @@ import random
 from dataclasses import dataclass, field
 from typing import Sequence
 
+import numpy as np
+
 from iez.allocate.base import AllocationError, Policy
 from iez.allocate.lustre_rr import RoundRobinPolicy
 from iez.model import ClusterState, WriteRequest
@@ -175,8 +177,7 @@ class QosPolicy(Policy):
             self.last_mode = "rr"
             return [self._rr.place_file(cluster, r, c, s, free) for r, c, s in zip(requests, counts, sizes)]
         self.last_mode = "weighted"
-        oss_of = {ost.index: ost.oss_id for ost in cluster.osts}
-        return [self._place_weighted(r, c, s, free, avail, oss_of, scale) for r, c, s in zip(requests, counts, sizes)]
+        return _WeightedPass(self, cluster, avail, scale).place(requests, counts, sizes, free)
 
     def _refresh(self, cluster: ClusterState, avail: dict[int, int]) -> PenaltyScale | None:
         """One statfs refresh: decay (or reset) penalties, then pick the mode; ``None`` means round-robin."""
@@ -194,57 +195,81 @@ class QosPolicy(Policy):
             return None
         return per_object_penalties(cluster, avail, self._prio_wide)
 
-    def _place_weighted(
-        self,
-        request: WriteRequest,
-        count: int,
-        size: int,
-        free: dict[int, int],
-        avail: dict[int, int],
-        oss_of: dict[int, str],
-        scale: PenaltyScale,
-    ) -> list[int]:
+
+class _WeightedPass:
+    """One weighted call over numpy arrays (one entry per OST in index order), written back at the end.
+
+    The arithmetic is Lustre's integer arithmetic; arrays only make each pick
+    cost a few vector operations instead of a Python loop over every OST.
+    """
+
+    def __init__(self, policy: QosPolicy, cluster: ClusterState, avail: dict[int, int], scale: PenaltyScale):
+        self.policy = policy
+        self.state = policy.state
+        self.index = np.array([ost.index for ost in cluster.osts], dtype=np.int64)
+        self.osses = list(dict.fromkeys(ost.oss_id for ost in cluster.osts))
+        code = {oss: k for k, oss in enumerate(self.osses)}
+        self.oss_code = np.array([code[ost.oss_id] for ost in cluster.osts], dtype=np.int64)
+        self.avail = np.array([avail[i] for i in self.index.tolist()], dtype=np.int64)
+        self.ost_ppo = np.array([scale.ost_ppo[i] for i in self.index.tolist()], dtype=np.int64)
+        self.oss_ppo = np.array([scale.oss_ppo[o] for o in self.osses], dtype=np.int64)
+        self.ost_pen = np.array([self.state.ost_penalty.get(i, 0) for i in self.index.tolist()], dtype=np.int64)
+        self.oss_pen = np.array([self.state.oss_penalty.get(o, 0) for o in self.osses], dtype=np.int64)
+        self.scale = scale
+        self.picked_osts: set[int] = set()
+        self.picked_osses: set[int] = set()
+
+    def place(self, requests, counts, sizes, free: dict[int, int]) -> list[list[int]]:
+        room = np.array([free[i] for i in self.index.tolist()], dtype=np.int64)
+        out = [self._place_file(r, c, s, room) for r, c, s in zip(requests, counts, sizes)]
+        self._write_back(room, free)
+        return out
+
+    def _place_file(self, request: WriteRequest, count: int, size: int, room: np.ndarray) -> list[int]:
         """Draw ``count`` distinct OSTs with room, charging penalties after each pick."""
-        fitting = [index for index in sorted(free) if free[index] >= size]
-        if len(fitting) < count:
+        candidates = room >= size
+        fitting = int(candidates.sum())
+        if fitting < count:
             raise AllocationError(
-                request, f"qos: only {len(fitting)} of {count} OSTs still have {size} bytes free for a stripe"
+                request, f"qos: only {fitting} of {count} OSTs still have {size} bytes free for a stripe"
             )
         chosen: list[int] = []
         for _ in range(count):
-            candidates = [index for index in fitting if index not in chosen]
-            pick = self._draw(candidates, avail, oss_of)
+            pick = self._draw(candidates)
+            candidates[pick] = False
             chosen.append(pick)
-            self._charge(pick, oss_of[pick], scale)
-        for index in chosen:
-            free[index] -= size
-        return chosen
+            self._charge(pick)
+        room[chosen] -= size
+        return self.index[chosen].tolist()
 
-    def _weight(self, index: int, avail: dict[int, int], oss: str) -> int:
-        penalty = self.state.ost_penalty.get(index, 0) + self.state.oss_penalty.get(oss, 0)
-        return max(0, avail[index] - penalty)
-
-    def _draw(self, candidates: list[int], avail: dict[int, int], oss_of: dict[int, str]) -> int:
-        """An OST with probability proportional to its weight; all-zero weights take the first."""
-        weights = [self._weight(index, avail, oss_of[index]) for index in candidates]
-        total = sum(weights)
+    def _draw(self, candidates: np.ndarray) -> int:
+        """An OST with probability proportional to its weight; all-zero weights take the first candidate."""
+        weights = np.maximum(0, self.avail - self.ost_pen - self.oss_pen[self.oss_code])
+        weights[~candidates] = 0
+        running = np.cumsum(weights)
+        total = int(running[-1])
         if total == 0:
-            return candidates[0]
-        target = self._rng.randrange(total)
-        running = 0
-        for index, weight in zip(candidates, weights):
-            running += weight
-            if running > target:
-                return index
-        raise AssertionError("weighted draw ran past the total weight")
+            return int(np.flatnonzero(candidates)[0])
+        return int(np.searchsorted(running, self.policy._rng.randrange(total), side="right"))
 
-    def _charge(self, index: int, oss: str, scale: PenaltyScale) -> None:
+    def _charge(self, pick: int) -> None:
         """Lustre's bookkeeping after a pick: penalise the OST and its OSS, then relax every penalty a step."""
+        oss = self.oss_code[pick]
+        self.ost_pen[pick] = (self.ost_pen[pick] >> 1) + self.ost_ppo[pick] * self.scale.active_osts
+        self.oss_pen[oss] = (self.oss_pen[oss] >> 1) + self.oss_ppo[oss] * self.scale.active_osses
+        self.picked_osts.add(pick)
+        self.picked_osses.add(int(oss))
+        np.maximum(self.oss_pen - self.oss_ppo, 0, out=self.oss_pen)
+        np.maximum(self.ost_pen - self.ost_ppo, 0, out=self.ost_pen)
+
+    def _write_back(self, room: np.ndarray, free: dict[int, int]) -> None:
         state = self.state
-        state.ost_penalty[index] = (state.ost_penalty.get(index, 0) >> 1) + scale.ost_ppo[index] * scale.active_osts
-        state.oss_penalty[oss] = (state.oss_penalty.get(oss, 0) >> 1) + scale.oss_ppo[oss] * scale.active_osses
-        state.ost_last_pick[index] = state.oss_last_pick[oss] = state.calls
-        for other, ppo in scale.oss_ppo.items():
-            state.oss_penalty[other] = max(0, state.oss_penalty.get(other, 0) - ppo)
-        for other, ppo in scale.ost_ppo.items():
-            state.ost_penalty[other] = max(0, state.ost_penalty.get(other, 0) - ppo)
+        for pos, index in enumerate(self.index.tolist()):
+            state.ost_penalty[index] = int(self.ost_pen[pos])
+            free[index] = int(room[pos])
+        for k, oss in enumerate(self.osses):
+            state.oss_penalty[oss] = int(self.oss_pen[k])
+        for pos in self.picked_osts:
+            state.ost_last_pick[int(self.index[pos])] = state.calls
+        for k in self.picked_osses:
+            state.oss_last_pick[self.osses[k]] = state.calls
