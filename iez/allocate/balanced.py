@@ -37,27 +37,19 @@ from typing import Sequence
 import numpy as np
 
 from iez.allocate.base import AllocationError, Policy
+from iez.allocate.lustre_rr import interleaved_order
 from iez.allocate.waterfill import Group, InfeasibleError, deal_to_requests, split_among_groups, stripe_totals
 from iez.model import ClusterState, WriteRequest
 
 
 def oss_interleaved_rank(cluster: ClusterState) -> np.ndarray:
-    """Rank of each OST (by position in ``cluster.osts``) in an order that alternates OSSs.
+    """Rank of each OST (by position in ``cluster.osts``) in Lustre's OSS-interleaved RR array.
 
-    The OSTs of each OSS are spaced evenly through the order, so a run of
+    The OSTs of each OSS are spaced evenly through that order, so a run of
     consecutive ranks touches as many OSSs as it can.
     """
-    by_oss: dict[str, list[int]] = defaultdict(list)
-    for pos, ost in enumerate(cluster.osts):
-        by_oss[ost.oss_id].append(pos)
-    keys = np.zeros(len(cluster.osts))
-    oss_order = {oss: i for i, oss in enumerate(sorted(by_oss))}
-    for oss, positions in by_oss.items():
-        for k, pos in enumerate(positions):
-            keys[pos] = (k + 0.5) / len(positions) + oss_order[oss] * 1e-9
-    ranks = np.empty(len(keys), dtype=np.int64)
-    ranks[np.argsort(keys, kind="stable")] = np.arange(len(keys))
-    return ranks
+    rank_of = {index: rank for rank, index in enumerate(interleaved_order(cluster.osts))}
+    return np.array([rank_of[ost.index] for ost in cluster.osts], dtype=np.int64)
 
 
 class BalancedPolicy(Policy):

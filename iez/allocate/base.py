@@ -52,14 +52,21 @@ class Policy(ABC):
         if not requests:
             return []
         counts = resolve_stripe_counts(cluster, requests)
-        sizes = [self.stripe_rules.size(r.write_bytes, c) for r, c in zip(requests, counts)]
+        size_of: dict[tuple[int, int], int] = {}  # a job's files are mostly alike: size each shape once
+        sizes = []
+        for request, count in zip(requests, counts):
+            key = (request.write_bytes, count)
+            if key not in size_of:
+                size_of[key] = self.stripe_rules.size(*key)
+            sizes.append(size_of[key])
         check_total_space(cluster, requests, counts, sizes)
         lists = self._place(cluster, requests, counts, sizes)
         out = []
         for request, size, osts, count in zip(requests, sizes, lists, counts):
-            if len(osts) != count or len(set(osts)) != count:
-                raise AssertionError(f"{self.name}: {request.file} got OSTs {osts}, wanted {count} distinct")
-            out.append(Allocation(request.file, size, tuple(int(o) for o in osts), self.name))
+            layout = tuple(map(int, osts))
+            if len(layout) != count or len(set(layout)) != count:
+                raise AssertionError(f"{self.name}: {request.file} got OSTs {layout}, wanted {count} distinct")
+            out.append(Allocation(request.file, size, layout, self.name))
         return out
 
     @abstractmethod

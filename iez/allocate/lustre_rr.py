@@ -52,31 +52,49 @@ RESEED_MULT = 30
 def oss_list_order(osts: Sequence[OST]) -> list[str]:
     """OSS ids in the order of Lustre's server list after OSTs register by index.
 
-    The order decides which server gets the first pick of each slot region, so
-    it shapes which OSTs a file's consecutive stripes land on.
+    An OSS that gains an OST moves in front of every OSS with fewer OSTs, so
+    it lands last among the servers with its new count. The final order is
+    therefore: more OSTs first, and among equals, the server that reached its
+    count earlier (its last OST has the lower index) first. The order decides
+    which server gets the first pick of each slot region, so it shapes which
+    OSTs a file's consecutive stripes land on.
     """
-    order: list[str] = []
     ost_counts: dict[str, int] = {}
-    for ost in sorted(osts, key=lambda o: o.index):
-        oss = ost.oss_id
-        ost_counts[oss] = ost_counts.get(oss, 0) + 1
-        if oss in order:
-            order.remove(oss)
-        fewer = (pos for pos, other in enumerate(order) if ost_counts[other] < ost_counts[oss])
-        order.insert(next(fewer, len(order)), oss)
-    return order
+    reached: dict[str, int] = {}
+    for position, ost in enumerate(sorted(osts, key=lambda o: o.index)):
+        ost_counts[ost.oss_id] = ost_counts.get(ost.oss_id, 0) + 1
+        reached[ost.oss_id] = position
+    return sorted(ost_counts, key=lambda oss: (-ost_counts[oss], reached[oss]))
 
 
 def interleaved_order(osts: Sequence[OST]) -> list[int]:
-    """OST indices in RR-array order: each OSS's OSTs spaced evenly across the array."""
-    slots: list[int | None] = [None] * len(osts)
+    """OST indices in RR-array order: each OSS's OSTs spaced evenly across the array.
+
+    The ``j``-th of an OSS's ``k`` OSTs takes slot ``j * n // k`` or the next free
+    slot after it (cyclically); a union-find over taken slots keeps that linear.
+    """
+    n = len(osts)
+    members: dict[str, list[int]] = {}
+    for ost in sorted(osts, key=lambda o: o.index):
+        members.setdefault(ost.oss_id, []).append(ost.index)
+    slots: list[int | None] = [None] * n
+    next_free = list(range(n + 1))  # next_free[s]: first free slot at or after s (n: wrap around)
+
+    def find(slot: int) -> int:
+        root = slot
+        while next_free[root] != root:
+            root = next_free[root]
+        while next_free[slot] != root:
+            next_free[slot], slot = root, next_free[slot]
+        return root
+
     for oss in oss_list_order(osts):
-        members = [o.index for o in sorted(osts, key=lambda o: o.index) if o.oss_id == oss]
-        for j, index in enumerate(members):
-            slot = j * len(slots) // len(members)
-            while slots[slot] is not None:
-                slot = (slot + 1) % len(slots)
+        for j, index in enumerate(members[oss]):
+            slot = find(j * n // len(members[oss]))
+            if slot == n:
+                slot = find(0)
             slots[slot] = index
+            next_free[slot] = slot + 1
     return [index for index in slots if index is not None]
 
 
