@@ -11,6 +11,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from iez.sim.engine import Result  # noqa: E402
 
+#: One colour per policy in every panel, so a refused policy does not shift the others.
+POLICY_COLOURS = {"rr": "tab:blue", "qos": "tab:orange", "paper": "tab:green", "iez": "tab:red", "random": "tab:grey"}
+
 
 def plot_utilisation(results: Sequence[Result], path: str, columns: int = 3) -> None:
     """One panel per scenario: utilisation (%) of every OST, a line per policy; OSTCost in the legend."""
@@ -22,7 +25,7 @@ def plot_utilisation(results: Sequence[Result], path: str, columns: int = 3) -> 
         for r in (r for r in results if r.scenario == name):
             xs = range(1, len(r.ost_util) + 1)
             ax.plot(xs, [100 * u for u in r.ost_util], marker="o", markersize=2.5, linewidth=1.2,
-                    label=f"{r.policy} (OSTCost {r.ost_cost:.2f})")
+                    color=POLICY_COLOURS.get(r.policy), label=f"{r.policy} (OSTCost {r.ost_cost:.2f})")
         ax.set_title(name, fontsize=9)
         ax.set_xlabel("OST index", fontsize=8)
         ax.set_ylabel("OST utilisation (%)", fontsize=8)
