@@ -20,7 +20,8 @@ without building a graph). Stripe-size classes are solved one after another,
 largest stripes first (as in longest-processing-time scheduling), each one
 seeing the bytes the earlier classes placed. Within a request the OSTs are
 ordered so that consecutive stripes alternate OSSs, and the first stripe
-rotates between requests.
+rotates between requests; a file's short last stripe goes to the most
+utilised of its OSTs (see ``_short_tails_last``).
 
 One policy instance remembers the bytes it placed in earlier calls and
 counts them as already placed against the free space the OSTs had before
@@ -83,6 +84,36 @@ class BalancedPolicy(Policy):
             loads.append((self.cpu_weight * oss.cpu_pct + self.mem_weight * oss.mem_pct) / 100.0)
         return self.oss_load_weight * np.array(loads, dtype=float)
 
+    @staticmethod
+    def _short_tails_last(rows: np.ndarray, write_bytes: list[int], span: int, size: int,
+                          placed: np.ndarray, avail: np.ndarray) -> np.ndarray:
+        """Put each file's short last stripe(s) on the busiest of its OSTs.
+
+        A file smaller than ``stripe_count * stripe_size`` leaves its last stripe
+        short; wide files (``-1`` on many OSTs) leave several stripes short or empty.
+        Wide files order all their stripes by utilisation (full stripes on the
+        emptiest OSTs). The others keep their OSS-alternating order and swap their
+        last stripe with their busiest OST, one file at a time, so the relief
+        spreads over the busiest OSTs instead of all landing on one.
+        """
+        util = placed / avail
+        written = np.array(write_bytes)
+        wide = written <= span - size // 2
+        if wide.any():
+            by_util = np.take_along_axis(rows, np.argsort(util[rows], axis=1, kind="stable"), axis=1)
+            rows = np.where(wide[:, None], by_util, rows)
+        short = np.flatnonzero((written < span) & ~wide)
+        if len(short):
+            rows = rows.copy()
+            running, space = util.tolist(), avail.tolist()
+            for r in short.tolist():
+                row = rows[r].tolist()
+                busiest = max(range(len(row)), key=lambda j: running[row[j]])
+                row[-1], row[busiest] = row[busiest], row[-1]
+                rows[r] = row
+                running[row[-1]] -= (span - int(written[r])) / space[row[-1]]
+        return rows
+
     def _place(self, cluster: ClusterState, requests: Sequence[WriteRequest], counts, sizes) -> list[Sequence[int]]:
         free = np.array([ost.bytes_avail for ost in cluster.osts], dtype=float)
         index = np.array([ost.index for ost in cluster.osts], dtype=np.int64)
@@ -117,6 +148,8 @@ class BalancedPolicy(Policy):
                 rows = np.take_along_axis(rows, np.argsort(ranks[rows], axis=1, kind="stable"), axis=1)
                 rotate = (np.arange(c)[None, :] + np.arange(group.requests)[:, None]) % c
                 rows = np.take_along_axis(rows, rotate, axis=1)
+                rows = self._short_tails_last(rows, [requests[i].write_bytes for i in members[c]], c * size,
+                                              size, placed + totals * size, safe)
                 for i, row in zip(members[c], index[rows].tolist()):
                     out[i] = row
             placed += totals * size

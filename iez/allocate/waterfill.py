@@ -122,9 +122,16 @@ def stripe_totals(
     y = np.zeros(len(base), dtype=np.int64)
     # Each job: (positions of OSTs, offset k0 into g, total to place there).
     jobs = [(np.arange(len(base)), 0, need)]
+    capacity = int(upper.sum())
     while jobs:
         idx, k0, amount = jobs.pop()
-        part = waterfill(base[idx], step[idx], upper[idx], amount)
+        try:
+            part = waterfill(base[idx], step[idx], upper[idx], amount)
+        except InfeasibleError:  # say it of the whole batch, not of the sub-problem that hit it
+            raise InfeasibleError(
+                f"{need} stripes do not fit: the OSTs take at most {capacity} stripes of this size"
+                + ("" if len(idx) == len(base) else " with each file's stripes on distinct OSTs")
+            ) from None
         order = np.lexsort((idx, -part))  # fullest first, then position
         prefix = np.cumsum(part[order])
         sizes = np.arange(1, len(idx) + 1)

@@ -43,6 +43,7 @@ class LookupFastPath:
         # A SQLite lookup (~30 us) is cheaper than a thread hop: run it on the event loop. A MariaDB
         # lookup waits on the network: run it in a thread so other connections proceed meanwhile.
         self._inline = reader.sqlite
+        self._coalesced = _CoalescedLookups(reader)
         self.token = token.encode() if token else None  # set only when reads need the token
 
     async def __call__(self, scope, receive, send) -> None:
@@ -73,7 +74,7 @@ class LookupFastPath:
 
     async def _one(self, path: str, send) -> None:
         try:
-            layout = self.reader.one(path) if self._inline else await asyncio.to_thread(self.reader.one, path)
+            layout = self.reader.one(path) if self._inline else await self._coalesced.one(path)
         except DatabaseUnavailable as err:
             await _answer(send, 503, {"detail": str(err)})
             return
@@ -91,6 +92,49 @@ class LookupFastPath:
         missing = [p for p in paths if p not in found]
         layouts = [found[p] for p in dict.fromkeys(paths) if p in found]
         await _answer(send, 200, {"allocations": layouts, "missing": missing})
+
+
+class _CoalescedLookups:
+    """Single lookups that arrive while a MariaDB query is in flight share the next query.
+
+    A MariaDB round trip costs far more than the Python around it, so when many
+    clients ask at once, one ``IN (...)`` query answers everyone who queued
+    meanwhile. An idle server sends each lookup alone: no added latency.
+    """
+
+    def __init__(self, reader: LayoutReader):
+        self.reader = reader
+        self.waiting: list[tuple[str, asyncio.Future]] = []
+        self.draining = False
+
+    async def one(self, path: str) -> dict | None:
+        answer = asyncio.get_running_loop().create_future()
+        self.waiting.append((path, answer))
+        if not self.draining:
+            self.draining = True
+            asyncio.create_task(self._drain())
+        return await answer
+
+    async def _drain(self) -> None:
+        try:
+            while self.waiting:
+                batch, self.waiting = self.waiting, []
+                paths = [path for path, _ in batch]
+                try:
+                    if len(paths) == 1:
+                        found = {paths[0]: await asyncio.to_thread(self.reader.one, paths[0])}
+                    else:
+                        found = await asyncio.to_thread(self.reader.many, paths)
+                except Exception as err:  # every waiter gets the failure (503 for an unavailable DB)
+                    for _, answer in batch:
+                        if not answer.done():
+                            answer.set_exception(err)
+                    continue
+                for path, answer in batch:
+                    if not answer.done():
+                        answer.set_result(found.get(path))
+        finally:
+            self.draining = False
 
 
 def _paths(body: bytes | None) -> list[str] | None:

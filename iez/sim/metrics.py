@@ -59,8 +59,9 @@ def ost_cost_bound(pieces: np.ndarray, avail: np.ndarray, max_levels: int = 4000
     ``cap_o(M) = min(M a_o, floor(M a_o / b) * B)`` bytes. The mean utilisation
     is then at most ``F(M) / n``, where ``F(M)`` pours the bytes onto the OSTs
     with least space first, each up to its cap. Hence OSTCost ``>= M n / F(M)``,
-    and the bound is the minimum of that over the feasible levels ``M`` (the
-    values ``k b / a_o`` where a cap steps up). Past ``max_levels`` levels the
+    and the bound is the minimum of that over the feasible levels ``M``: the
+    first feasible one and the values ``k b / a_o`` above it where a cap steps
+    up (in between, ``M / F(M)`` only grows). Past ``max_levels`` levels the
     fractional caps ``M a_o`` take over, whose ratio only grows with ``M``.
     Equal stripes on equal OSTs give the exact answer (8 files x 8 stripes on
     15 OSTs: 5 / 4.27 = 1.17).
@@ -92,7 +93,9 @@ def ost_cost_bound(pieces: np.ndarray, avail: np.ndarray, max_levels: int = 4000
     k = np.ceil(hi * live / small - 1e-6)
     heap = [(float(k[o] * small / live[o]), int(o)) for o in range(len(live))]
     heapq.heapify(heap)
-    best, level = np.inf, hi
+    # The first feasible level itself may sit between two steps (where the byte caps first hold
+    # everything), so it is a candidate too.
+    best, level = (hi * n / stepped(hi) if stepped(hi) > 0 else np.inf), hi
     for _ in range(max_levels):
         level, o = heapq.heappop(heap)
         heapq.heappush(heap, (level + small / live[o], o))
