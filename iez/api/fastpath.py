@@ -43,7 +43,7 @@ class LookupFastPath:
         # A SQLite lookup (~30 us) is cheaper than a thread hop: run it on the event loop. A MariaDB
         # lookup waits on the network: run it in a thread so other connections proceed meanwhile.
         self._inline = reader.sqlite
-        self._coalesced = _CoalescedLookups(reader)
+        self._coalesced = None if self._inline else _CoalescedLookups(reader)
         self.token = token.encode() if token else None  # set only when reads need the token
 
     async def __call__(self, scope, receive, send) -> None:

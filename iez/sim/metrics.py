@@ -95,15 +95,17 @@ def ost_cost_bound(pieces: np.ndarray, avail: np.ndarray, max_levels: int = 4000
     heapq.heapify(heap)
     # The first feasible level itself may sit between two steps (where the byte caps first hold
     # everything), so it is a candidate too.
-    best, level = (hi * n / stepped(hi) if stepped(hi) > 0 else np.inf), hi
+    def ratio(level: float) -> float:
+        value = stepped(level)
+        return level * n / value if value > 0 else np.inf
+
+    best, level = ratio(hi), hi
     for _ in range(max_levels):
         level, o = heapq.heappop(heap)
         heapq.heappush(heap, (level + small / live[o], o))
         if level * n * live[0] / total >= best:  # F(M) never exceeds everything on the smallest OST
             return max(1.0, float(best))
-        value = stepped(level)
-        if value > 0:
-            best = min(best, level * n / value)
+        best = min(best, ratio(level))
     fractional = poured(level * live)
     if fractional > 0:
         best = min(best, level * n / fractional)
