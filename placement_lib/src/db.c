@@ -1,0 +1,140 @@
+/* The lookup: one connection per process, behind one mutex, opened on the
+ * first create. Any failure (no DB, corrupt, locked past the time-out, server
+ * down) disables lookups for the rest of the process: a job that cannot reach
+ * the DB must not pay the time-out on each of its files. */
+#include "iez.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+static pthread_mutex_t db_lock = PTHREAD_MUTEX_INITIALIZER;
+static const struct iez_backend *backend;
+static void *conn;
+static int disabled;
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* Copies [s, e) into out, decoding %XX as URLs do; -1 when it does not fit. */
+static int take(const char *s, const char *e, char *out, size_t outlen)
+{
+    size_t n = 0;
+    while (s < e) {
+        char c = *s++;
+        if (c == '%' && e - s >= 2 && hexval(s[0]) >= 0 && hexval(s[1]) >= 0) {
+            c = (char)(hexval(s[0]) * 16 + hexval(s[1]));
+            s += 2;
+        }
+        if (n + 1 >= outlen)
+            return -1;
+        out[n++] = c;
+    }
+    out[n] = '\0';
+    return 0;
+}
+
+int iez_parse_mysql_url(const char *url, struct iez_mysql_url *u)
+{
+    memset(u, 0, sizeof *u);
+    const char *p;
+    if (!strncmp(url, "mysql://", 8))
+        p = url + 8;
+    else if (!strncmp(url, "mariadb://", 10))
+        p = url + 10;
+    else
+        return -1;
+    const char *slash = strchr(p, '/');
+    if (!slash)
+        return -1;
+    const char *at = memchr(p, '@', (size_t)(slash - p));
+    const char *hostpart = p;
+    if (at) {
+        /* the last '@' before the path ends the credentials */
+        for (const char *q = at; q < slash; q++)
+            if (*q == '@')
+                at = q;
+        const char *colon = memchr(p, ':', (size_t)(at - p));
+        if (take(p, colon ? colon : at, u->user, sizeof u->user) ||
+            (colon && take(colon + 1, at, u->password, sizeof u->password)))
+            return -1;
+        hostpart = at + 1;
+    }
+    const char *colon = memchr(hostpart, ':', (size_t)(slash - hostpart));
+    if (take(hostpart, colon ? colon : slash, u->host, sizeof u->host))
+        return -1;
+    if (colon) {
+        char *end;
+        unsigned long port = strtoul(colon + 1, &end, 10);
+        if (end != slash || port == 0 || port > 65535)
+            return -1;
+        u->port = (unsigned)port;
+    }
+    const char *q = strchr(slash + 1, '?');
+    if (take(slash + 1, q ? q : slash + 1 + strlen(slash + 1), u->db, sizeof u->db) || !u->db[0])
+        return -1;
+    if (!u->host[0])
+        strcpy(u->host, "localhost");
+    return 0;
+}
+
+static const struct iez_backend *choose(const struct iez_config *c)
+{
+    if (!strncmp(c->db, "mysql://", 8) || !strncmp(c->db, "mariadb://", 10))
+        return &iez_mariadb_backend;
+    return &iez_sqlite_backend;
+}
+
+int iez_db_lookup(const char *abspath, struct iez_layout *out)
+{
+    const struct iez_config *c = iez_cfg();
+    if (__atomic_load_n(&disabled, __ATOMIC_RELAXED))
+        return IEZ_LOOKUP_ERROR;
+    double deadline = iez_now() + c->timeout_ms / 1000.0;
+    int rc = IEZ_LOOKUP_ERROR;
+    pthread_mutex_lock(&db_lock);
+    if (disabled)
+        goto out;
+    if (!backend)
+        backend = choose(c);
+    if (!backend->connect) {
+        iez_debug("IEZ_DB=%s needs the %s backend, which this libiez was built without", c->db, backend->name);
+        disabled = 1;
+        goto out;
+    }
+    if (!conn) {
+        conn = backend->connect(c, deadline);
+        if (!conn) {
+            iez_debug("cannot use the interaction DB %s: lookups are off for this process", c->db);
+            disabled = 1;
+            goto out;
+        }
+    }
+    rc = backend->lookup(conn, abspath, out, deadline);
+    if (rc == IEZ_LOOKUP_ERROR) {
+        iez_debug("lookup of %s failed: lookups are off for this process", abspath);
+        disabled = 1;
+    }
+out:
+    pthread_mutex_unlock(&db_lock);
+    return rc;
+}
+
+/* fork(): the child must not share the parent's DB connection (SQLite forbids
+ * it; a MariaDB socket would carry both processes' queries), so it forgets it
+ * and opens its own on its next create. */
+void iez_db_atfork_prepare(void) { pthread_mutex_lock(&db_lock); }
+void iez_db_atfork_parent(void) { pthread_mutex_unlock(&db_lock); }
+void iez_db_atfork_child(void)
+{
+    if (conn && backend && backend->abandon)
+        backend->abandon(conn);
+    conn = NULL;
+    pthread_mutex_unlock(&db_lock);
+}

@@ -1,0 +1,158 @@
+/* MariaDB backend through Connector/C's non-blocking API, so that connecting
+ * and every query obey IEZ_TIMEOUT_MS to the millisecond (the blocking API's
+ * time-outs are whole seconds). */
+#include "iez.h"
+
+#ifdef IEZ_HAVE_MARIADB
+#include <fcntl.h>
+#include <mysql.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static pthread_once_t library_once = PTHREAD_ONCE_INIT;
+static void library_init(void) { mysql_library_init(0, NULL, NULL); }
+
+/* Waits for what the library asked; returns the events to resume with, or -1 past the deadline. */
+static int wait_for(MYSQL *m, int status, double deadline)
+{
+    struct pollfd pfd = { .fd = (int)mysql_get_socket(m), .events = 0, .revents = 0 };
+    if (status & MYSQL_WAIT_READ) pfd.events |= POLLIN;
+    if (status & MYSQL_WAIT_WRITE) pfd.events |= POLLOUT;
+    if (status & MYSQL_WAIT_EXCEPT) pfd.events |= POLLPRI;
+    double left_ms = (deadline - iez_now()) * 1000.0;
+    if (left_ms <= 0)
+        return -1;
+    int timeout = (int)left_ms + 1;
+    if (status & MYSQL_WAIT_TIMEOUT) {
+        unsigned lib = mysql_get_timeout_value_ms(m);
+        if (lib < (unsigned)timeout)
+            timeout = (int)lib;
+    }
+    int rc = poll(&pfd, 1, timeout);
+    if (rc < 0)
+        return -1;
+    if (rc == 0)
+        return iez_now() >= deadline ? -1 : MYSQL_WAIT_TIMEOUT;
+    int out = 0;
+    if (pfd.revents & (POLLIN | POLLHUP | POLLERR)) out |= MYSQL_WAIT_READ;
+    if (pfd.revents & POLLOUT) out |= MYSQL_WAIT_WRITE;
+    if (pfd.revents & POLLPRI) out |= MYSQL_WAIT_EXCEPT;
+    return out;
+}
+
+static void drop(MYSQL *m)
+{
+    /* Closing the socket is enough; mysql_close would talk to a server that may not answer. */
+    my_socket s = mysql_get_socket(m);
+    if ((int)s >= 0)
+        close((int)s);
+}
+
+static void *mdb_connect(const struct iez_config *cfg, double deadline)
+{
+    struct iez_mysql_url u;
+    if (iez_parse_mysql_url(cfg->db, &u) != 0) {
+        iez_debug("IEZ_DB=%s is not mysql://user[:password]@host[:port]/db", cfg->db);
+        return NULL;
+    }
+    iez_busy++;
+    pthread_once(&library_once, library_init);
+    MYSQL *m = mysql_init(NULL);
+    MYSQL *ret = NULL;
+    int ok = 0;
+    if (m) {
+        unsigned secs = (unsigned)(cfg->timeout_ms + 999) / 1000;
+        mysql_options(m, MYSQL_OPT_NONBLOCK, 0);
+        mysql_options(m, MYSQL_OPT_CONNECT_TIMEOUT, &secs);
+        mysql_options(m, MYSQL_OPT_READ_TIMEOUT, &secs);
+        mysql_options(m, MYSQL_OPT_WRITE_TIMEOUT, &secs);
+        int status = mysql_real_connect_start(&ret, m, u.host, u.user[0] ? u.user : NULL,
+                                              u.password[0] ? u.password : NULL, u.db, u.port, NULL, 0);
+        while (status) {
+            int ev = wait_for(m, status, deadline);
+            if (ev < 0)
+                break;
+            status = mysql_real_connect_cont(&ret, m, ev);
+        }
+        if (!status && ret) {
+            ok = 1;
+            int fd = (int)mysql_get_socket(m);
+            if (fd >= 0)
+                fcntl(fd, F_SETFD, fcntl(fd, F_GETFD) | FD_CLOEXEC);
+        } else {
+            iez_debug("MariaDB %s:%u: %s", u.host, u.port, status ? "connect timed out" : mysql_error(m));
+            drop(m);
+        }
+    }
+    iez_busy--;
+    return ok ? m : NULL;
+}
+
+static int mdb_lookup(void *arg, const char *abspath, struct iez_layout *out, double deadline)
+{
+    MYSQL *m = arg;
+    size_t plen = strlen(abspath);
+    char *query = malloc(2 * plen + 128);
+    if (!query)
+        return IEZ_LOOKUP_ERROR;
+    int n = snprintf(query, 2 * plen + 128, "SELECT stripe_size, stripe_count, osts FROM placements WHERE path = '");
+    n += (int)mysql_real_escape_string(m, query + n, abspath, (unsigned long)plen);
+    n += snprintf(query + n, 2 * plen + 128 - (size_t)n, "' LIMIT 1");
+
+    int result = IEZ_LOOKUP_ERROR, err = 0;
+    MYSQL_RES *res = NULL;
+    iez_busy++;
+    int status = mysql_real_query_start(&err, m, query, (unsigned long)n);
+    while (status) {
+        int ev = wait_for(m, status, deadline);
+        if (ev < 0)
+            goto done;
+        status = mysql_real_query_cont(&err, m, ev);
+    }
+    if (err) {
+        iez_debug("MariaDB lookup of %s: %s", abspath, mysql_error(m));
+        goto done;
+    }
+    status = mysql_store_result_start(&res, m);
+    while (status) {
+        int ev = wait_for(m, status, deadline);
+        if (ev < 0)
+            goto done;
+        status = mysql_store_result_cont(&res, m, ev);
+    }
+    if (!res)
+        goto done;
+    MYSQL_ROW row = mysql_fetch_row(res);
+    if (!row) {
+        result = IEZ_LOOKUP_MISSING;
+    } else {
+        long long size = row[0] ? strtoll(row[0], NULL, 10) : 0;
+        int count = row[1] ? atoi(row[1]) : 0;
+        out->stripe_size = size > 0 ? (uint64_t)size : 0;
+        out->stripe_count = count;
+        if (size > 0 && count >= 1 && count <= IEZ_MAX_STRIPES && row[2] && iez_layout_parse_osts(row[2], out) == 0)
+            result = IEZ_LOOKUP_FOUND;
+        else
+            iez_debug("the DB row for %s is malformed", abspath);
+    }
+    mysql_free_result(res);
+done:
+    iez_busy--;
+    free(query);
+    if (result == IEZ_LOOKUP_ERROR && status)
+        iez_debug("MariaDB lookup of %s timed out", abspath);
+    return result;
+}
+
+static void mdb_abandon(void *arg)
+{
+    drop(arg); /* the child's copy of the socket only; the parent's connection lives on */
+}
+
+const struct iez_backend iez_mariadb_backend = { "mariadb", mdb_connect, mdb_lookup, mdb_abandon };
+#else
+const struct iez_backend iez_mariadb_backend = { "mariadb", 0, 0, 0 };
+#endif

@@ -1,0 +1,88 @@
+/* SQLite backend: a read-only connection that never creates the file, with
+ * the busy time-out and a progress handler bounding each lookup. */
+#include "iez.h"
+
+#ifdef IEZ_HAVE_SQLITE
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct sqlite_conn {
+    sqlite3 *db;
+    sqlite3_stmt *stmt;
+    double deadline;
+};
+
+static int past_deadline(void *arg)
+{
+    return iez_now() > ((struct sqlite_conn *)arg)->deadline;
+}
+
+static void *sqlite_connect(const struct iez_config *cfg, double deadline)
+{
+    struct sqlite_conn *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    c->deadline = deadline;
+    iez_busy++;
+    int rc = sqlite3_open_v2(cfg->db_file, &c->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_busy_timeout(c->db, cfg->timeout_ms);
+        sqlite3_progress_handler(c->db, 200, past_deadline, c);
+        rc = sqlite3_prepare_v2(c->db,
+                                "SELECT stripe_size, stripe_count, osts FROM placements WHERE path = ?1 LIMIT 1",
+                                -1, &c->stmt, NULL);
+    }
+    iez_busy--;
+    if (rc != SQLITE_OK) {
+        iez_debug("SQLite %s: %s", cfg->db_file, c->db ? sqlite3_errmsg(c->db) : sqlite3_errstr(rc));
+        iez_busy++;
+        sqlite3_close_v2(c->db);
+        iez_busy--;
+        free(c);
+        return NULL;
+    }
+    return c;
+}
+
+static int sqlite_lookup(void *arg, const char *abspath, struct iez_layout *out, double deadline)
+{
+    struct sqlite_conn *c = arg;
+    c->deadline = deadline;
+    int result = IEZ_LOOKUP_ERROR;
+    iez_busy++;
+    sqlite3_reset(c->stmt);
+    sqlite3_bind_text(c->stmt, 1, abspath, -1, SQLITE_TRANSIENT);
+    int rc = sqlite3_step(c->stmt);
+    if (rc == SQLITE_ROW) {
+        sqlite3_int64 size = sqlite3_column_int64(c->stmt, 0);
+        int count = sqlite3_column_int(c->stmt, 1);
+        const unsigned char *osts = sqlite3_column_text(c->stmt, 2);
+        out->stripe_size = size > 0 ? (uint64_t)size : 0;
+        out->stripe_count = count;
+        if (size > 0 && count >= 1 && count <= IEZ_MAX_STRIPES && osts &&
+            iez_layout_parse_osts((const char *)osts, out) == 0)
+            result = IEZ_LOOKUP_FOUND;
+        else
+            iez_debug("the DB row for %s is malformed (stripe_size %lld, stripe_count %d, osts '%s')", abspath,
+                      (long long)size, count, osts ? (const char *)osts : "");
+    } else if (rc == SQLITE_DONE) {
+        result = IEZ_LOOKUP_MISSING;
+    } else {
+        iez_debug("SQLite lookup of %s: %s", abspath, sqlite3_errmsg(sqlite3_db_handle(c->stmt)));
+    }
+    sqlite3_reset(c->stmt);
+    sqlite3_clear_bindings(c->stmt);
+    iez_busy--;
+    return result;
+}
+
+static void sqlite_abandon(void *arg)
+{
+    (void)arg; /* a connection must not cross fork(): leak it, never close it in the child */
+}
+
+const struct iez_backend iez_sqlite_backend = { "sqlite", sqlite_connect, sqlite_lookup, sqlite_abandon };
+#else
+const struct iez_backend iez_sqlite_backend = { "sqlite", 0, 0, 0 };
+#endif

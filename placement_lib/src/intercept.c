@@ -1,0 +1,366 @@
+/* The POSIX and stdio interposers. Each one makes exactly one "real" call whose
+ * result and errno the application sees; iez's own work happens before it
+ * (placement) or after it with errno saved (tracing). */
+#include "iez.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+SLOT(open); SLOT(open64); SLOT(openat); SLOT(openat64); SLOT(__open_2); SLOT(__open64_2);
+SLOT(__openat_2); SLOT(__openat64_2); SLOT(fopen); SLOT(fopen64); SLOT(close); SLOT(fclose);
+SLOT(write); SLOT(pwrite); SLOT(pwrite64); SLOT(writev); SLOT(pwritev); SLOT(pwritev64); SLOT(pwritev2);
+SLOT(fwrite); SLOT(copy_file_range); SLOT(sendfile); SLOT(sendfile64); SLOT(_exit); SLOT(_Exit);
+
+typedef FILE *(*fopen_fn)(const char *, const char *);
+typedef int (*open2_fn)(const char *, int);
+typedef int (*openat2_fn)(int, const char *, int);
+
+enum which { W_OPEN, W_OPEN64, W_OPENAT, W_OPENAT64 };
+
+static int call_open(enum which w, int dirfd, const char *path, int flags, unsigned mode)
+{
+    iez_open_fn o;
+    iez_openat_fn oa;
+    switch (w) {
+    case W_OPEN:
+        if ((o = REAL(open, iez_open_fn)))
+            return o(path, flags, mode);
+        break;
+    case W_OPEN64:
+        if ((o = REAL(open64, iez_open_fn)))
+            return o(path, flags, mode);
+        break;
+    case W_OPENAT:
+        if ((oa = REAL(openat, iez_openat_fn)))
+            return oa(dirfd, path, flags, mode);
+        break;
+    case W_OPENAT64:
+        if ((oa = REAL(openat64, iez_openat_fn)))
+            return oa(dirfd, path, flags, mode);
+        break;
+    }
+    return (int)syscall(SYS_openat, w == W_OPEN || w == W_OPEN64 ? AT_FDCWD : dirfd, path, flags, mode);
+}
+
+static inline int creates(int flags)
+{
+    return (flags & O_CREAT) && (flags & O_TMPFILE) != O_TMPFILE;
+}
+
+static int open_common(enum which w, int dirfd, const char *path, int flags, unsigned mode)
+{
+    if (iez_busy)
+        return call_open(w, dirfd, path, flags, mode);
+    const struct iez_config *cfg = iez_cfg();
+    if (cfg->mode == IEZ_MODE_OFF)
+        return call_open(w, dirfd, path, flags, mode);
+    struct iez_created c = { 0 };
+    if (cfg->mode == IEZ_MODE_PLACE && creates(flags))
+        iez_place_before(w == W_OPEN || w == W_OPEN64 ? AT_FDCWD : dirfd, path, mode, &c);
+    int fd = call_open(w, dirfd, path, c.created ? flags & ~O_EXCL : flags, mode);
+    if (fd < 0 && c.created) {
+        iez_place_undo(w == W_OPEN || w == W_OPEN64 ? AT_FDCWD : dirfd, path, &c);
+        fd = call_open(w, dirfd, path, flags, mode);
+    }
+    if (fd >= 0 && cfg->mode == IEZ_MODE_TRACE)
+        iez_trace_opened(w == W_OPEN || w == W_OPEN64 ? AT_FDCWD : dirfd, path, fd, flags);
+    return fd;
+}
+
+static unsigned take_mode(int flags, va_list ap)
+{
+    return (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE ? va_arg(ap, unsigned) : 0;
+}
+
+IEZ_EXPORT int open(const char *path, int flags, ...)
+{
+    va_list ap;
+    va_start(ap, flags);
+    unsigned mode = take_mode(flags, ap);
+    va_end(ap);
+    return open_common(W_OPEN, AT_FDCWD, path, flags, mode);
+}
+
+IEZ_EXPORT int open64(const char *path, int flags, ...)
+{
+    va_list ap;
+    va_start(ap, flags);
+    unsigned mode = take_mode(flags, ap);
+    va_end(ap);
+    return open_common(W_OPEN64, AT_FDCWD, path, flags, mode);
+}
+
+IEZ_EXPORT int openat(int dirfd, const char *path, int flags, ...)
+{
+    va_list ap;
+    va_start(ap, flags);
+    unsigned mode = take_mode(flags, ap);
+    va_end(ap);
+    return open_common(W_OPENAT, dirfd, path, flags, mode);
+}
+
+IEZ_EXPORT int openat64(int dirfd, const char *path, int flags, ...)
+{
+    va_list ap;
+    va_start(ap, flags);
+    unsigned mode = take_mode(flags, ap);
+    va_end(ap);
+    return open_common(W_OPENAT64, dirfd, path, flags, mode);
+}
+
+IEZ_EXPORT int creat(const char *path, mode_t mode)
+{
+    return open_common(W_OPEN, AT_FDCWD, path, O_CREAT | O_WRONLY | O_TRUNC, mode);
+}
+
+IEZ_EXPORT int creat64(const char *path, mode_t mode)
+{
+    return open_common(W_OPEN64, AT_FDCWD, path, O_CREAT | O_WRONLY | O_TRUNC, mode);
+}
+
+/* _FORTIFY_SOURCE entry points: they never create (O_CREAT needs a mode), so only tracing cares. */
+static int traced(int dirfd, const char *path, int flags, int fd)
+{
+    if (fd >= 0 && !iez_busy && iez_cfg()->mode == IEZ_MODE_TRACE)
+        iez_trace_opened(dirfd, path, fd, flags);
+    return fd;
+}
+
+IEZ_EXPORT int __open_2(const char *path, int flags)
+{
+    open2_fn f = REAL(__open_2, open2_fn);
+    return traced(AT_FDCWD, path, flags, f ? f(path, flags) : call_open(W_OPEN, AT_FDCWD, path, flags, 0));
+}
+
+IEZ_EXPORT int __open64_2(const char *path, int flags)
+{
+    open2_fn f = REAL(__open64_2, open2_fn);
+    return traced(AT_FDCWD, path, flags, f ? f(path, flags) : call_open(W_OPEN64, AT_FDCWD, path, flags, 0));
+}
+
+IEZ_EXPORT int __openat_2(int dirfd, const char *path, int flags)
+{
+    openat2_fn f = REAL(__openat_2, openat2_fn);
+    return traced(dirfd, path, flags, f ? f(dirfd, path, flags) : call_open(W_OPENAT, dirfd, path, flags, 0));
+}
+
+IEZ_EXPORT int __openat64_2(int dirfd, const char *path, int flags)
+{
+    openat2_fn f = REAL(__openat64_2, openat2_fn);
+    return traced(dirfd, path, flags, f ? f(dirfd, path, flags) : call_open(W_OPENAT64, dirfd, path, flags, 0));
+}
+
+/* fopen modes that create: "w..." and "a..."; glibc's 'x' means O_EXCL. */
+static FILE *fopen_common(fopen_fn real, const char *path, const char *mode)
+{
+    if (!real) {
+        errno = ENOSYS;
+        return NULL;
+    }
+    if (iez_busy || !path || !mode)
+        return real(path, mode);
+    const struct iez_config *cfg = iez_cfg();
+    if (cfg->mode == IEZ_MODE_OFF)
+        return real(path, mode);
+    struct iez_created c = { 0 };
+    char plain[32];
+    const char *use = mode;
+    if (cfg->mode == IEZ_MODE_PLACE && (mode[0] == 'w' || mode[0] == 'a')) {
+        iez_place_before(AT_FDCWD, path, 0666, &c);
+        if (c.created && strchr(mode, 'x') && strlen(mode) < sizeof plain) {
+            size_t n = 0;
+            for (const char *m = mode; *m; m++)
+                if (*m != 'x')
+                    plain[n++] = *m;
+            plain[n] = '\0';
+            use = plain;
+        }
+    }
+    FILE *fp = real(path, use);
+    if (!fp && c.created) {
+        iez_place_undo(AT_FDCWD, path, &c);
+        fp = real(path, mode);
+    }
+    if (fp && cfg->mode == IEZ_MODE_TRACE)
+        iez_trace_opened_file(path, fp, mode);
+    return fp;
+}
+
+IEZ_EXPORT FILE *fopen(const char *path, const char *mode)
+{
+    return fopen_common(REAL(fopen, fopen_fn), path, mode);
+}
+
+IEZ_EXPORT FILE *fopen64(const char *path, const char *mode)
+{
+    return fopen_common(REAL(fopen64, fopen_fn), path, mode);
+}
+
+/* ---- tracing: writes and closes ------------------------------------------- */
+
+#define TRACING() (__builtin_expect(iez_cfg()->mode == IEZ_MODE_TRACE, 0) && !iez_busy)
+
+IEZ_EXPORT ssize_t write(int fd, const void *buf, size_t n)
+{
+    ssize_t r = REAL(write, ssize_t (*)(int, const void *, size_t))(fd, buf, n);
+    if (r > 0 && TRACING())
+        iez_trace_written(fd, r);
+    return r;
+}
+
+IEZ_EXPORT ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
+{
+    ssize_t r = REAL(pwrite, ssize_t (*)(int, const void *, size_t, off_t))(fd, buf, n, off);
+    if (r > 0 && TRACING())
+        iez_trace_written(fd, r);
+    return r;
+}
+
+IEZ_EXPORT ssize_t pwrite64(int fd, const void *buf, size_t n, off_t off)
+{
+    ssize_t r = REAL(pwrite64, ssize_t (*)(int, const void *, size_t, off_t))(fd, buf, n, off);
+    if (r > 0 && TRACING())
+        iez_trace_written(fd, r);
+    return r;
+}
+
+IEZ_EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
+{
+    ssize_t r = REAL(writev, ssize_t (*)(int, const struct iovec *, int))(fd, iov, cnt);
+    if (r > 0 && TRACING())
+        iez_trace_written(fd, r);
+    return r;
+}
+
+IEZ_EXPORT ssize_t pwritev(int fd, const struct iovec *iov, int cnt, off_t off)
+{
+    ssize_t r = REAL(pwritev, ssize_t (*)(int, const struct iovec *, int, off_t))(fd, iov, cnt, off);
+    if (r > 0 && TRACING())
+        iez_trace_written(fd, r);
+    return r;
+}
+
+IEZ_EXPORT ssize_t pwritev64(int fd, const struct iovec *iov, int cnt, off_t off)
+{
+    ssize_t r = REAL(pwritev64, ssize_t (*)(int, const struct iovec *, int, off_t))(fd, iov, cnt, off);
+    if (r > 0 && TRACING())
+        iez_trace_written(fd, r);
+    return r;
+}
+
+IEZ_EXPORT ssize_t pwritev2(int fd, const struct iovec *iov, int cnt, off_t off, int flags)
+{
+    ssize_t r = REAL(pwritev2, ssize_t (*)(int, const struct iovec *, int, off_t, int))(fd, iov, cnt, off, flags);
+    if (r > 0 && TRACING())
+        iez_trace_written(fd, r);
+    return r;
+}
+
+IEZ_EXPORT ssize_t copy_file_range(int in, off_t *in_off, int out, off_t *out_off, size_t n, unsigned flags)
+{
+    ssize_t r = REAL(copy_file_range, ssize_t (*)(int, off_t *, int, off_t *, size_t, unsigned))(
+        in, in_off, out, out_off, n, flags);
+    if (r > 0 && TRACING())
+        iez_trace_written(out, r);
+    return r;
+}
+
+IEZ_EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t n)
+{
+    ssize_t r = REAL(sendfile, ssize_t (*)(int, int, off_t *, size_t))(out, in, off, n);
+    if (r > 0 && TRACING())
+        iez_trace_written(out, r);
+    return r;
+}
+
+IEZ_EXPORT ssize_t sendfile64(int out, int in, off_t *off, size_t n)
+{
+    ssize_t r = REAL(sendfile64, ssize_t (*)(int, int, off_t *, size_t))(out, in, off, n);
+    if (r > 0 && TRACING())
+        iez_trace_written(out, r);
+    return r;
+}
+
+IEZ_EXPORT size_t fwrite(const void *buf, size_t size, size_t n, FILE *fp)
+{
+    size_t r = REAL(fwrite, size_t (*)(const void *, size_t, size_t, FILE *))(buf, size, n, fp);
+    if (r > 0 && size > 0 && TRACING()) {
+        int saved = errno;
+        int fd = fileno(fp);
+        if (fd >= 0)
+            iez_trace_written(fd, (ssize_t)(r * size));
+        errno = saved;
+    }
+    return r;
+}
+
+IEZ_EXPORT int close(int fd)
+{
+    if (TRACING())
+        iez_trace_closing(fd);
+    return REAL(close, int (*)(int))(fd);
+}
+
+IEZ_EXPORT int fclose(FILE *fp)
+{
+    void *rec = NULL;
+    if (fp && TRACING()) {
+        int saved = errno;
+        int fd = fileno(fp);
+        if (fd >= 0)
+            rec = iez_trace_detach(fd);
+        errno = saved;
+    }
+    int r = REAL(fclose, int (*)(FILE *))(fp);
+    if (rec)
+        iez_trace_size_by_path(rec); /* after the flush fclose does */
+    return r;
+}
+
+/* ---- process life --------------------------------------------------------- */
+
+/* _exit skips destructors; Python's multiprocessing children leave through it. */
+IEZ_EXPORT void _exit(int status)
+{
+    iez_report_flush();
+    void (*f)(int) = REAL(_exit, void (*)(int));
+    if (f)
+        f(status);
+    syscall(SYS_exit_group, status);
+    __builtin_unreachable();
+}
+
+IEZ_EXPORT void _Exit(int status)
+{
+    iez_report_flush();
+    void (*f)(int) = REAL(_Exit, void (*)(int));
+    if (f)
+        f(status);
+    syscall(SYS_exit_group, status);
+    __builtin_unreachable();
+}
+
+static void atfork_prepare(void) { iez_db_atfork_prepare(); }
+static void atfork_parent(void) { iez_db_atfork_parent(); }
+static void atfork_child(void)
+{
+    iez_db_atfork_child();
+    iez_trace_atfork_child();
+    iez_report_atfork_child();
+}
+
+__attribute__((constructor)) static void iez_init(void)
+{
+    iez_cfg();
+    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+}
+
+__attribute__((destructor)) static void iez_fini(void)
+{
+    iez_report_flush();
+}

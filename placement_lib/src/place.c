@@ -1,0 +1,115 @@
+/* Placement mode: before a call that would create a new file, create it
+ * ourselves with the stored layout, so the application's own call then opens
+ * a file that already has it. */
+#include "iez.h"
+#include "lustre.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+/* Removes the file iez created at (dirfd, path) if it is still that inode. */
+static void remove_created(int dirfd, const char *path, dev_t dev, ino_t ino)
+{
+    struct stat st;
+    if (fstatat(dirfd, path, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_dev == dev && st.st_ino == ino)
+        unlinkat(dirfd, path, 0);
+}
+
+static int apply_emulated(int fd, const struct iez_layout *l, const char *abspath)
+{
+    size_t len = 128 + 11 * (size_t)l->stripe_count; /* heap: threads may have small stacks */
+    char *text = malloc(len);
+    int rc = -1;
+    int n = text ? iez_layout_format(l, text, len) : -1;
+    if (n < 0) {
+        free(text);
+        return -1;
+    }
+    if (fsetxattr(fd, iez_cfg()->xattr_name, text, (size_t)n, 0) == 0) {
+        rc = 0;
+    } else {
+        iez_debug("attribute %s refused on %s (%s): using the sidecar log", iez_cfg()->xattr_name, abspath,
+                  strerror(errno));
+        rc = iez_sidecar_append(text, abspath);
+    }
+    free(text);
+    return rc;
+}
+
+void iez_place_before(int dirfd, const char *path, unsigned mode, struct iez_created *c)
+{
+    c->created = 0;
+    const struct iez_config *cfg = iez_cfg();
+    if (cfg->mode != IEZ_MODE_PLACE || iez_busy || !path)
+        return;
+    int saved = errno;
+    iez_busy++;
+    char abspath[IEZ_PATH_MAX];
+    struct stat st;
+    struct iez_layout *l = NULL;
+    if (iez_abspath(dirfd, path, abspath, sizeof abspath) != 0 || !iez_path_considered(abspath))
+        goto out;
+    if (fstatat(dirfd, path, &st, 0) == 0 || errno != ENOENT)
+        goto out; /* exists (or cannot tell): only new files are placed */
+    l = malloc(sizeof *l);
+    if (!l) {
+        iez_count_error();
+        goto out;
+    }
+    int found = iez_db_lookup(abspath, l);
+    if (found == IEZ_LOOKUP_MISSING) {
+        iez_count_miss();
+        iez_debug("no allocation for %s", abspath);
+        goto out;
+    }
+    if (found != IEZ_LOOKUP_FOUND) {
+        iez_count_error();
+        goto out;
+    }
+    int lustre = iez_is_lustre_dir(abspath);
+    int flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | (lustre ? IEZ_O_LOV_DELAY_CREATE : 0);
+    int fd = iez_sys_openat(dirfd, path, flags, mode & 07777);
+    if (fd < 0) {
+        /* EEXIST: another rank or process created it first; anything else the plain call will meet too */
+        if (errno != EEXIST)
+            iez_count_error();
+        iez_debug("cannot create %s for placement: %s", abspath, strerror(errno));
+        goto out;
+    }
+    int rc = fstat(fd, &st);
+    if (rc == 0)
+        rc = lustre ? iez_lustre_setstripe(fd, l) : apply_emulated(fd, l, abspath);
+    int err = errno;
+    iez_sys_close(fd);
+    if (rc != 0) {
+        iez_debug("cannot apply the layout of %s (%s): plain call", abspath, strerror(err));
+        unlinkat(dirfd, path, 0);
+        iez_count_error();
+        goto out;
+    }
+    c->created = 1;
+    c->dev = st.st_dev;
+    c->ino = st.st_ino;
+    iez_count_hit();
+    iez_debug("placed %s: stripe_size %llu over %d OSTs (%s)", abspath, (unsigned long long)l->stripe_size,
+              l->stripe_count, lustre ? "lustre" : "emulated");
+out:
+    free(l);
+    iez_busy--;
+    errno = saved;
+}
+
+void iez_place_undo(int dirfd, const char *path, const struct iez_created *c)
+{
+    if (!c->created)
+        return;
+    int saved = errno;
+    remove_created(dirfd, path, c->dev, c->ino);
+    iez_debug("the application's own call failed after placement: file removed, plain call repeated");
+    errno = saved;
+}

@@ -1,0 +1,181 @@
+/* What a process leaves behind at exit: its hit and miss counts (placement)
+ * and its trace (tracing), each written under a temporary name and renamed,
+ * so a reader never sees half a file. */
+#include "iez.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static unsigned long hits, misses, errors;
+static int flushed;
+static int mpi_rank = -1, mpi_size = 0;
+
+void iez_count_hit(void) { __atomic_add_fetch(&hits, 1, __ATOMIC_RELAXED); }
+void iez_count_miss(void) { __atomic_add_fetch(&misses, 1, __ATOMIC_RELAXED); }
+void iez_count_error(void) { __atomic_add_fetch(&errors, 1, __ATOMIC_RELAXED); }
+
+void iez_report_atfork_child(void)
+{
+    hits = misses = errors = 0;
+    flushed = 0;
+}
+
+void iez_mpi_set_rank(int rank, int size)
+{
+    mpi_rank = rank;
+    mpi_size = size;
+}
+
+static int env_int(const char *name, int *out)
+{
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return 0;
+    char *end;
+    long x = strtol(v, &end, 10);
+    if (*end || x < 0 || x > 100000000)
+        return 0;
+    *out = (int)x;
+    return 1;
+}
+
+void iez_rank(int *rank, int *size)
+{
+    if (mpi_rank >= 0) {
+        *rank = mpi_rank;
+        *size = mpi_size;
+        return;
+    }
+    *rank = 0;
+    *size = 1;
+    static const char *const ranks[] = { "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID", NULL };
+    static const char *const sizes[] = { "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS", NULL };
+    for (const char *const *n = ranks; *n; n++)
+        if (env_int(*n, rank))
+            break;
+    for (const char *const *n = sizes; *n; n++)
+        if (env_int(*n, size))
+            break;
+}
+
+int iez_csv_field(char *out, size_t outlen, const char *field)
+{
+    int quote = strpbrk(field, ",\"\r\n") != NULL;
+    size_t n = 0;
+    if (quote && n + 1 < outlen)
+        out[n++] = '"';
+    for (const char *p = field; *p; p++) {
+        if (n + 3 >= outlen)
+            return -1;
+        if (*p == '"')
+            out[n++] = '"';
+        out[n++] = *p;
+    }
+    if (quote)
+        out[n++] = '"';
+    out[n] = '\0';
+    return 0;
+}
+
+static int make_dirs(const char *dir)
+{
+    char buf[IEZ_PATH_MAX];
+    size_t n = strlen(dir);
+    if (n >= sizeof buf || n == 0)
+        return -1;
+    memcpy(buf, dir, n + 1);
+    for (char *p = buf + 1; *p; p++)
+        if (*p == '/') {
+            *p = '\0';
+            if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+                return -1;
+            *p = '/';
+        }
+    return mkdir(buf, 0755) != 0 && errno != EEXIST ? -1 : 0;
+}
+
+/* Writes dir/<kind>.<host>.<pid>.<ns>.csv through a temporary name. */
+static void write_report(const char *dir, const char *kind, int (*fill)(int fd, void *arg), void *arg)
+{
+    char tmp[IEZ_PATH_MAX + 320], final[IEZ_PATH_MAX + 320];
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    unsigned long long ns = (unsigned long long)ts.tv_sec * 1000000000ULL + (unsigned long long)ts.tv_nsec;
+    const char *host = iez_cfg()->host;
+    if (make_dirs(dir) != 0) {
+        iez_debug("cannot create %s for the %s report: %s", dir, kind, strerror(errno));
+        return;
+    }
+    snprintf(tmp, sizeof tmp, "%s/.%s.%s.%d.%llu.csv.tmp", dir, kind, host, (int)getpid(), ns);
+    snprintf(final, sizeof final, "%s/%s.%s.%d.%llu.csv", dir, kind, host, (int)getpid(), ns);
+    int fd = iez_sys_open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        iez_debug("cannot write %s: %s", tmp, strerror(errno));
+        return;
+    }
+    int rc = fill(fd, arg);
+    if (iez_sys_close(fd) != 0)
+        rc = -1;
+    if (rc == 0 && rename(tmp, final) == 0) {
+        iez_debug("wrote %s", final);
+    } else {
+        iez_debug("cannot write %s: %s", final, strerror(errno));
+        unlink(tmp);
+    }
+}
+
+static int fill_counts(int fd, void *arg)
+{
+    (void)arg;
+    const struct iez_config *c = iez_cfg();
+    char app[600], job[600], host[600], line[2400];
+    iez_csv_field(app, sizeof app, c->app);
+    iez_csv_field(job, sizeof job, c->job);
+    iez_csv_field(host, sizeof host, c->host);
+    int rank, size;
+    iez_rank(&rank, &size);
+    int n = snprintf(line, sizeof line,
+                     "app,job,host,pid,rank,hits,misses,errors,started,ended\n%s,%s,%s,%d,%d,%lu,%lu,%lu,%.6f,%.6f\n",
+                     app, job, host, (int)getpid(), rank, hits, misses, errors, c->started, iez_now());
+    if (n < 0 || (size_t)n >= sizeof line)
+        return -1;
+    return iez_sys_write(fd, line, (size_t)n) == n ? 0 : -1;
+}
+
+static int fill_trace(int fd, void *arg)
+{
+    (void)arg;
+    return iez_trace_write_csv(fd);
+}
+
+void iez_report_flush(void)
+{
+    if (__atomic_exchange_n(&flushed, 1, __ATOMIC_ACQ_REL))
+        return;
+    const struct iez_config *c = iez_cfg();
+    if (c->mode == IEZ_MODE_OFF)
+        return;
+    int saved = errno;
+    iez_busy++;
+    if (hits + misses + errors > 0) {
+        char dir[IEZ_PATH_MAX + 16];
+        if (c->trace_dir[0])
+            snprintf(dir, sizeof dir, "%s", c->trace_dir);
+        else
+            snprintf(dir, sizeof dir, "%s/runs", c->state_dir);
+        write_report(dir, "iez-counts", fill_counts, NULL);
+    }
+    if (c->mode == IEZ_MODE_TRACE && iez_trace_has_records()) {
+        if (c->trace_dir[0])
+            write_report(c->trace_dir, "iez-trace", fill_trace, NULL);
+        else
+            iez_debug("tracing mode needs IEZ_TRACE_DIR: the trace of this process is not written");
+    }
+    iez_busy--;
+    errno = saved;
+}

@@ -1,0 +1,268 @@
+/* Tracing mode (the paper's miniRecorder): per file, the bytes this process
+ * wrote, the size it left, and the stripe count. A write costs one array load
+ * and one atomic add: the fd table maps descriptors to file records directly. */
+#include "iez.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct record {
+    struct record *next;      /* all records, newest first */
+    struct record *hash_next;
+    char *path;
+    uint64_t bytes;           /* atomic */
+    int64_t size;             /* -1: unknown */
+    double open_time;
+    int stripe_count;
+    uint64_t stripe_size;
+    int opened_here;          /* 0 for records inherited across fork() */
+};
+
+#define BUCKETS 4096
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct record *buckets[BUCKETS];
+static struct record *all;
+static struct record **fds;   /* fd -> record, atomics */
+static size_t nfds;
+IEZ_TLS int iez_in_mpi_write;
+
+static uint64_t hash(const char *s)
+{
+    uint64_t h = 1469598103934665603ULL;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    return h;
+}
+
+static void ensure_fd_table(void)
+{
+    if (fds)
+        return;
+    struct rlimit rl;
+    size_t n = 1024;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur > n)
+        n = (size_t)rl.rlim_cur;
+    if (n > (1u << 20))
+        n = 1u << 20; /* descriptors above this are not traced, only sized at exit */
+    struct record **table = calloc(n, sizeof *table);
+    if (table) {
+        nfds = n;
+        __atomic_store_n(&fds, table, __ATOMIC_RELEASE);
+    }
+}
+
+/* Record for abspath, created on first sight; caller holds lock. */
+static struct record *get_locked(const char *abspath, int *is_new)
+{
+    uint64_t h = hash(abspath) % BUCKETS;
+    for (struct record *r = buckets[h]; r; r = r->hash_next)
+        if (!strcmp(r->path, abspath)) {
+            *is_new = 0;
+            return r;
+        }
+    struct record *r = calloc(1, sizeof *r);
+    if (!r)
+        return NULL;
+    r->path = strdup(abspath);
+    if (!r->path) {
+        free(r);
+        return NULL;
+    }
+    r->size = -1;
+    r->open_time = iez_now();
+    r->stripe_count = iez_cfg()->default_stripe_count;
+    r->hash_next = buckets[h];
+    buckets[h] = r;
+    r->next = all;
+    all = r;
+    *is_new = 1;
+    return r;
+}
+
+static struct record *attach(const char *abspath, int fd)
+{
+    iez_busy++;
+    pthread_mutex_lock(&lock);
+    ensure_fd_table();
+    int is_new = 0;
+    struct record *r = get_locked(abspath, &is_new);
+    if (r) {
+        if (!r->opened_here)
+            r->open_time = iez_now();
+        r->opened_here = 1;
+        if (fd >= 0 && (size_t)fd < nfds)
+            __atomic_store_n(&fds[fd], r, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&lock);
+    if (r && is_new && fd >= 0 && iez_is_lustre_dir(abspath)) {
+        int count;
+        uint64_t size;
+        if (iez_lustre_getstripe(fd, &count, &size) == 0) {
+            r->stripe_count = count;
+            r->stripe_size = size;
+        }
+    }
+    iez_busy--;
+    return r;
+}
+
+static int writes(int flags)
+{
+    return (flags & O_ACCMODE) != O_RDONLY || (flags & (O_CREAT | O_TRUNC | O_APPEND));
+}
+
+void iez_trace_opened(int dirfd, const char *path, int fd, int flags)
+{
+    if (!writes(flags) || !path)
+        return;
+    int saved = errno;
+    char abspath[IEZ_PATH_MAX];
+    if (iez_abspath(dirfd, path, abspath, sizeof abspath) == 0 && iez_path_considered(abspath)) {
+        struct stat st;
+        /* Only regular files: not terminals, pipes or devices opened by path. */
+        if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
+            attach(abspath, fd);
+    }
+    errno = saved;
+}
+
+void iez_trace_opened_file(const char *path, FILE *fp, const char *mode)
+{
+    if (!(strchr(mode, 'w') || strchr(mode, 'a') || strchr(mode, '+')))
+        return;
+    int saved = errno;
+    int fd = fileno(fp);
+    errno = saved;
+    if (fd >= 0)
+        iez_trace_opened(AT_FDCWD, path, fd, O_WRONLY);
+}
+
+void iez_trace_written(int fd, ssize_t bytes)
+{
+    if (iez_in_mpi_write)
+        return; /* the MPI-IO interposer counts the call's logical bytes */
+    struct record **table = __atomic_load_n(&fds, __ATOMIC_ACQUIRE);
+    if (!table || fd < 0 || (size_t)fd >= nfds)
+        return;
+    struct record *r = __atomic_load_n(&table[fd], __ATOMIC_ACQUIRE);
+    if (r)
+        __atomic_add_fetch(&r->bytes, (uint64_t)bytes, __ATOMIC_RELAXED);
+}
+
+void *iez_trace_detach(int fd)
+{
+    struct record **table = __atomic_load_n(&fds, __ATOMIC_ACQUIRE);
+    if (!table || fd < 0 || (size_t)fd >= nfds)
+        return NULL;
+    return __atomic_exchange_n(&table[fd], NULL, __ATOMIC_ACQ_REL);
+}
+
+void iez_trace_closing(int fd)
+{
+    struct record *r = iez_trace_detach(fd);
+    if (!r)
+        return;
+    int saved = errno;
+    struct stat st;
+    if (fstat(fd, &st) == 0)
+        __atomic_store_n(&r->size, (int64_t)st.st_size, __ATOMIC_RELAXED);
+    errno = saved;
+}
+
+void iez_trace_size_by_path(void *record)
+{
+    struct record *r = record;
+    int saved = errno;
+    struct stat st;
+    if (stat(r->path, &st) == 0)
+        __atomic_store_n(&r->size, (int64_t)st.st_size, __ATOMIC_RELAXED);
+    errno = saved;
+}
+
+void *iez_trace_record_for(const char *abspath)
+{
+    return attach(abspath, -1);
+}
+
+void iez_trace_add_bytes(void *record, uint64_t bytes)
+{
+    if (record)
+        __atomic_add_fetch(&((struct record *)record)->bytes, bytes, __ATOMIC_RELAXED);
+}
+
+int iez_trace_has_records(void)
+{
+    for (struct record *r = __atomic_load_n(&all, __ATOMIC_ACQUIRE); r; r = r->next)
+        if (r->opened_here || __atomic_load_n(&r->bytes, __ATOMIC_RELAXED))
+            return 1;
+    return 0;
+}
+
+/* A child starts with the parent's open descriptors but none of its bytes. */
+void iez_trace_atfork_child(void)
+{
+    pthread_mutex_init(&lock, NULL);
+    for (struct record *r = all; r; r = r->next) {
+        r->bytes = 0;
+        r->opened_here = 0;
+        r->size = -1;
+    }
+}
+
+static int put(int fd, const char *s, size_t n)
+{
+    while (n) {
+        ssize_t w = iez_sys_write(fd, s, n);
+        if (w <= 0) {
+            if (w < 0 && errno == EINTR)
+                continue;
+            return -1;
+        }
+        s += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+int iez_trace_write_csv(int fd)
+{
+    const struct iez_config *c = iez_cfg();
+    static const char header[] =
+        "path,bytes_written,file_size,stripe_count,stripe_size,rank,comm_size,open_time,pid,host,app,job\n";
+    if (put(fd, header, sizeof header - 1))
+        return -1;
+    int rank, size;
+    iez_rank(&rank, &size);
+    char host[600], app[600], job[600];
+    iez_csv_field(host, sizeof host, c->host);
+    iez_csv_field(app, sizeof app, c->app);
+    iez_csv_field(job, sizeof job, c->job);
+    size_t cap = 2 * IEZ_PATH_MAX + 4096;
+    char *line = malloc(cap), *path = malloc(2 * IEZ_PATH_MAX + 3);
+    int rc = line && path ? 0 : -1;
+    for (struct record *r = all; r && rc == 0; r = r->next) {
+        uint64_t bytes = __atomic_load_n(&r->bytes, __ATOMIC_RELAXED);
+        if (!r->opened_here && !bytes)
+            continue;
+        int64_t fsize = __atomic_load_n(&r->size, __ATOMIC_RELAXED);
+        struct stat st;
+        /* still open at exit, or closed through a descriptor iez did not see */
+        if (stat(r->path, &st) == 0 && (fsize < 0 || (int64_t)st.st_size > fsize))
+            fsize = st.st_size;
+        iez_csv_field(path, 2 * IEZ_PATH_MAX + 3, r->path);
+        int n = snprintf(line, cap, "%s,%llu,%lld,%d,%llu,%d,%d,%.6f,%d,%s,%s,%s\n", path,
+                         (unsigned long long)bytes, (long long)fsize, r->stripe_count,
+                         (unsigned long long)r->stripe_size, rank, size, r->open_time, (int)getpid(), host, app, job);
+        if (n < 0 || (size_t)n >= cap || put(fd, line, (size_t)n))
+            rc = -1;
+    }
+    free(line);
+    free(path);
+    return rc;
+}
