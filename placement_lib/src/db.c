@@ -117,6 +117,13 @@ int iez_db_lookup(const char *abspath, struct iez_layout *out)
         }
     }
     rc = backend->lookup(conn, abspath, out, deadline);
+    if (rc == IEZ_LOOKUP_ERROR && backend == &iez_mariadb_backend && iez_now() < deadline) {
+        /* The server may have restarted since the last lookup: one new connection, same deadline. */
+        backend->abandon(conn);
+        conn = backend->connect(c, deadline);
+        if (conn)
+            rc = backend->lookup(conn, abspath, out, deadline);
+    }
     if (rc == IEZ_LOOKUP_ERROR) {
         iez_debug("lookup of %s failed: lookups are off for this process", abspath);
         disabled = 1;

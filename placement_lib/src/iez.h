@@ -31,7 +31,7 @@ struct iez_config {
     int debug;
     int timeout_ms;
     int default_stripe_count;
-    char db[IEZ_PATH_MAX];        /* IEZ_DB or the default SQLite path */
+    char db[IEZ_PATH_MAX + 16];   /* IEZ_DB or the default SQLite path */
     char db_file[IEZ_PATH_MAX];   /* absolute SQLite file, "" for MariaDB */
     char state_dir[IEZ_PATH_MAX];
     char trace_dir[IEZ_PATH_MAX];
