@@ -189,8 +189,12 @@ int iez_path_considered(const char *abspath)
             return 0;
     }
     for (char **p = c->exclude; p && *p; p++)
-        if (iez_has_prefix(abspath, *p))
+        if (iez_has_prefix(abspath, *p)) {
+            /* /dev holds devices, but /dev/shm is a tmpfs of ordinary files */
+            if (!strcmp(*p, "/dev") && iez_has_prefix(abspath, "/dev/shm"))
+                continue;
             return 0;
+        }
     return 1;
 }
 
