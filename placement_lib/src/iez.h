@@ -130,6 +130,10 @@ void iez_count_hit(void);
 void iez_count_miss(void);
 void iez_count_error(void);
 void iez_report_flush(void); /* at exit: counts file, and the trace in trace mode */
+/* The process that owns libiez's state: a vfork() child shares the parent's
+ * memory but runs no atfork handler, so it must not touch that state. */
+extern pid_t iez_owner_pid;
+int iez_is_owner(void);
 int iez_csv_field(char *out, size_t outlen, const char *field);
 void iez_rank(int *rank, int *size);
 void iez_mpi_set_rank(int rank, int size);

@@ -356,6 +356,7 @@ static void atfork_child(void)
 
 __attribute__((constructor)) static void iez_init(void)
 {
+    iez_owner_pid = getpid();
     iez_cfg();
     pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 }

@@ -14,6 +14,12 @@
 static unsigned long hits, misses, errors;
 static int flushed;
 static int mpi_rank = -1, mpi_size = 0;
+pid_t iez_owner_pid;
+
+int iez_is_owner(void)
+{
+    return iez_owner_pid == 0 || getpid() == iez_owner_pid;
+}
 
 void iez_count_hit(void) { __atomic_add_fetch(&hits, 1, __ATOMIC_RELAXED); }
 void iez_count_miss(void) { __atomic_add_fetch(&misses, 1, __ATOMIC_RELAXED); }
@@ -23,6 +29,7 @@ void iez_report_atfork_child(void)
 {
     hits = misses = errors = 0;
     flushed = 0;
+    iez_owner_pid = getpid();
 }
 
 void iez_mpi_set_rank(int rank, int size)
@@ -155,7 +162,7 @@ static int fill_trace(int fd, void *arg)
 
 void iez_report_flush(void)
 {
-    if (__atomic_exchange_n(&flushed, 1, __ATOMIC_ACQ_REL))
+    if (!iez_is_owner() || __atomic_exchange_n(&flushed, 1, __ATOMIC_ACQ_REL))
         return;
     const struct iez_config *c = iez_cfg();
     if (c->mode == IEZ_MODE_OFF)

@@ -158,8 +158,10 @@ void iez_trace_written(int fd, ssize_t bytes)
 void *iez_trace_detach(int fd)
 {
     struct record **table = __atomic_load_n(&fds, __ATOMIC_ACQUIRE);
-    if (!table || fd < 0 || (size_t)fd >= nfds)
+    if (!table || fd < 0 || (size_t)fd >= nfds || !__atomic_load_n(&table[fd], __ATOMIC_RELAXED))
         return NULL;
+    if (!iez_is_owner())
+        return NULL; /* a vfork() child closing descriptors must not unbind the parent's */
     return __atomic_exchange_n(&table[fd], NULL, __ATOMIC_ACQ_REL);
 }
 
