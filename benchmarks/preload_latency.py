@@ -121,7 +121,7 @@ def create_case(exe, base_env, dirs, db, name, target_us, calls, rounds, others,
                 if db is not None:
                     fill(db, pinned, others)
                 env = {**base_env, "IEZ_DB": db or str(work / "none.db"), "IEZ_STATE_DIR": str(work / "state"),
-                       **(extra_env(work) if extra_env else {})}
+                       "IEZ_INCLUDE": str(work), **(extra_env(work) if extra_env else {})}
                 plain += run(exe, ["create", str(work / "plain"), prefix, str(calls)], base_env)
                 pre += run(exe, ["create", str(work / "placed"), prefix, str(calls)], {**env, "LD_PRELOAD": str(LIB)})
                 if db is not None:
@@ -154,7 +154,8 @@ def main() -> int:
         for where, root in dirs.items():
             target = Path(tempfile.mkstemp(dir=root)[1])
             plain, pre = [], []
-            env = {**base_env, "LD_PRELOAD": str(LIB), "IEZ_DB": str(tmp / "none.db"), "IEZ_STATE_DIR": str(tmp / "s")}
+            env = {**base_env, "LD_PRELOAD": str(LIB), "IEZ_DB": str(tmp / "none.db"), "IEZ_STATE_DIR": str(tmp / "s"),
+                   "IEZ_INCLUDE": str(root)}
             for _ in range(args.rounds):
                 plain += run(exe, ["open-existing", str(target), str(args.calls)], base_env)
                 pre += run(exe, ["open-existing", str(target), str(args.calls)], env)
@@ -181,7 +182,7 @@ def main() -> int:
                     plain += run(exe, ["write", str(out), str(args.write_mib), "4096"], base_env)
                     out.unlink()
                     pre += run(exe, ["write", str(out), str(args.write_mib), "4096"],
-                               {**base_env, "LD_PRELOAD": str(LIB), "IEZ_MODE": "trace",
+                               {**base_env, "LD_PRELOAD": str(LIB), "IEZ_MODE": "trace", "IEZ_INCLUDE": str(root),
                                 "IEZ_TRACE_DIR": str(trace_dir), "IEZ_STATE_DIR": str(tmp / "s")})
                 finally:
                     out.unlink(missing_ok=True)

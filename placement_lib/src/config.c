@@ -164,7 +164,7 @@ static void init(void)
         copy(cfg.host, sizeof cfg.host, "unknown");
 
     const char *own[] = { cfg.state_dir, cfg.trace_dir, cfg.db_file };
-    cfg.exclude = prefix_list(env("IEZ_EXCLUDE"), default_excludes, own, 3);
+    cfg.exclude = prefix_list(env("IEZ_EXCLUDE"), NULL, own, 3);
     cfg.include = env("IEZ_INCLUDE") ? prefix_list(env("IEZ_INCLUDE"), NULL, NULL, 0) : NULL;
     errno = saved;
 }
@@ -177,6 +177,8 @@ const struct iez_config *iez_cfg(void)
 
 int iez_path_considered(const char *abspath)
 {
+    /* IEZ_INCLUDE names the file systems iez manages and replaces the system
+     * defaults; IEZ_EXCLUDE and libiez's own files are always left out. */
     const struct iez_config *c = iez_cfg();
     if (c->include) {
         int inside = 0;
@@ -187,14 +189,14 @@ int iez_path_considered(const char *abspath)
             }
         if (!inside)
             return 0;
+    } else {
+        for (const char *const *p = default_excludes; *p; p++)
+            if (iez_has_prefix(abspath, *p))
+                return 0;
     }
     for (char **p = c->exclude; p && *p; p++)
-        if (iez_has_prefix(abspath, *p)) {
-            /* /dev holds devices, but /dev/shm is a tmpfs of ordinary files */
-            if (!strcmp(*p, "/dev") && iez_has_prefix(abspath, "/dev/shm"))
-                continue;
+        if (iez_has_prefix(abspath, *p))
             return 0;
-        }
     return 1;
 }
 
