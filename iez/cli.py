@@ -15,6 +15,8 @@ COMMAND_MODULES = (
     "iez.commands.db",
     "iez.commands.alloc",
     "iez.commands.api",
+    "iez.commands.layout",
+    "iez.commands.trace",
 )
 
 

@@ -1,5 +1,5 @@
-/* Creates a file from a constructor, before main, before the C library
- * constructor: placement must work there too.
+/* Creates a file from the program's own constructor, before main runs:
+ * placement must work there too.
  *   before_main  (path from BEFORE_MAIN_PATH) */
 #define _GNU_SOURCE
 #include <fcntl.h>
