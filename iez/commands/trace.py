@@ -1,0 +1,142 @@
+"""``iez trace``: turn what traced runs wrote into write requests, and store them for allocation.
+
+One sub-action per source of traces; each adds itself through :data:`ACTIONS`.
+``parse`` reads the placement library's tracing-mode CSV files.
+
+Stored requests go through ``upsert_requests`` (the same file again updates
+its row), and counts become ``runs`` rows; a run already stored with the same
+application, start and end is not stored twice, so parsing a directory again
+is harmless. ``--store`` creates the schema in a completely empty database,
+like ``iez alloc add``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+from datetime import datetime, timezone
+from typing import Callable, Sequence
+
+from sqlalchemy import select
+
+from iez.commands.db import add_db_option, db_errors, settings_from
+from iez.config import Settings, describe
+from iez.db import open_db
+from iez.db.engine import write_session
+from iez.db.models import Run
+from iez.db.requests import RequestIn, application, upsert_requests
+from iez.trace.parse import ParsedRun, Request, RunCounts, parse_dir
+
+#: Columns of ``--out``: what ``iez simulate --replay`` (``load_requests``) reads.
+OUT_COLUMNS = ("file", "write_bytes", "stripe_count", "rank")
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("trace", help="turn traces of application runs into write requests")
+    actions = parser.add_subparsers(dest="trace_action", metavar="ACTION", required=True)
+    for add in ACTIONS:
+        add(actions)
+
+
+def _add_parse(actions) -> None:
+    p = actions.add_parser(
+        "parse", help="merge the tracing-mode CSV files of a directory into one write request per file",
+        description="Read every iez-trace.*.csv and iez-counts.*.csv in DIR, merge the rows of one job into "
+        "one write request per file (rank -1 for a file several ranks wrote) and print them.")
+    p.add_argument("dir", metavar="DIR", help="the IEZ_TRACE_DIR of the traced run(s)")
+    p.add_argument("--json", action="store_true", help="print a JSON list of {file, write_bytes, stripe_count, "
+                   "stripe_size, rank}")
+    p.add_argument("--out", metavar="FILE.csv", help=f"also write the requests as CSV ({','.join(OUT_COLUMNS)})")
+    p.add_argument("--job", metavar="ID", help="the job to read when DIR holds several ('' for rows without one)")
+    p.add_argument("--keep-empty", action="store_true", help="keep files nothing was written to")
+    p.add_argument("--store", action="store_true", help="store the requests (source traced) and the runs in the DB")
+    p.add_argument("--app", metavar="NAME", help="application to store under (default: the app column, "
+                   "when it has one value)")
+    add_db_option(p)
+    p.set_defaults(handler=_parse)
+
+
+#: Sub-actions of ``iez trace``, each ``add(actions)``.
+ACTIONS: Sequence[Callable] = (_add_parse,)
+
+
+def app_name(given: str | None, apps: Sequence[str]) -> str:
+    """``--app`` or the one application the rows name."""
+    if given:
+        return given
+    named = [a for a in apps if a]
+    if len(named) == 1 and len(apps) == 1:
+        return named[0]
+    if not named:
+        raise ValueError("the traces name no application: give --app NAME")
+    raise ValueError(f"the traces name {len(apps)} applications ({', '.join(repr(a) for a in apps)}): "
+                     "give --app NAME")
+
+
+def _utc(seconds: float) -> datetime:
+    return datetime.fromtimestamp(seconds, timezone.utc).replace(tzinfo=None)
+
+
+def store(settings: Settings, app: str, requests: Sequence[Request], runs: Sequence[RunCounts],
+          source: str = "traced") -> dict:
+    """Store ``requests`` and ``runs`` for ``app`` in one transaction; what was stored."""
+    engine = open_db(settings, create_if_empty=True)
+    new_runs = 0
+    with write_session(engine) as session:
+        ids = upsert_requests(session, app, [
+            RequestIn(file=r.file, write_bytes=r.write_bytes, stripe_count=r.stripe_count, rank=r.rank,
+                      stripe_size=r.stripe_size, source=source) for r in requests])
+        app_id = application(session, app, create=True).id
+        for run in runs:
+            started, ended = _utc(run.started), _utc(run.ended)
+            if session.scalar(select(Run.id).where(Run.app_id == app_id, Run.started == started,
+                                                   Run.ended == ended)) is not None:
+                continue
+            session.add(Run(app_id=app_id, started=started, ended=ended,
+                            files_found=run.hits, files_missed=run.misses))
+            new_runs += 1
+    return {"db": describe(settings.db_url), "app": app, "requests": len(ids), "runs": new_runs,
+            "runs_already_stored": len(runs) - new_runs}
+
+
+def write_requests_csv(path: str, requests: Sequence[Request]) -> None:
+    with open(path, "w", encoding="utf-8", errors="surrogateescape", newline="") as out:
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(OUT_COLUMNS)
+        for r in requests:
+            writer.writerow([r.file, r.write_bytes, r.stripe_count, r.rank])
+
+
+@db_errors
+def _parse(args: argparse.Namespace) -> int:
+    if not args.store and (args.db or args.app):
+        raise ValueError("--db and --app only apply with --store")
+    parsed = parse_dir(args.dir, job=args.job, keep_empty=args.keep_empty)
+    stored = store(settings_from(args), app_name(args.app, parsed.apps), parsed.requests, parsed.runs) \
+        if args.store else None
+    if args.out:
+        write_requests_csv(args.out, parsed.requests)
+    if args.json:
+        print(json.dumps([r.to_dict() for r in parsed.requests]))
+    else:
+        _print_table(parsed)
+    if stored:
+        print(f"stored {stored['requests']} requests and {stored['runs']} runs "
+              f"({stored['runs_already_stored']} already there) for {stored['app']!r} in {stored['db']}",
+              file=sys.stderr if args.json else sys.stdout)
+    return 0
+
+
+def _print_table(parsed: ParsedRun) -> None:
+    job = f"job {parsed.job!r}" if parsed.job else "no job id"
+    print(f"{len(parsed.requests)} write requests ({job}; apps: {', '.join(parsed.apps) or 'none'})")
+    if parsed.requests:
+        print(f"{'rank':>6} {'write_bytes':>16} {'stripes':>7} {'stripe_size':>12}  file")
+        for r in parsed.requests:
+            size = "-" if r.stripe_size is None else str(r.stripe_size)
+            print(f"{r.rank:>6} {r.write_bytes:>16} {r.stripe_count:>7} {size:>12}  {r.file}")
+    for run in parsed.runs:
+        print(f"run of {run.app!r}: {run.processes} processes, {run.hits} hits, {run.misses} misses, "
+              f"{run.errors} errors")

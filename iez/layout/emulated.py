@@ -1,0 +1,180 @@
+"""The emulated layout: what the placement library stores where Lustre is absent.
+
+Off Lustre the library cannot place stripes, so it records the layout it would
+have applied, as one line of text (placement_lib/README.md, "Formats")::
+
+    version=1 stripe_size=1048576 stripe_count=3 osts=3,7,11
+
+in the extended attribute ``user.iez.layout`` (``IEZ_LAYOUT_XATTR`` renames
+it), or, where user attributes are refused, as a line of the sidecar log
+``$IEZ_STATE_DIR/layouts.log``: the text, a TAB, the absolute path with ``\\``,
+TAB and newline escaped as ``\\\\``, ``\\t`` and ``\\n``. The last line for a path wins.
+
+The attribute is parsed strictly: a layout iez misreads would make every
+figure computed from it wrong, so bad text is an error naming the file. The
+sidecar is a log many processes append to, so one bad line is a warning (with
+its line number) and the rest of the log still counts; a last line without
+its newline is an append still in progress or cut short, and is skipped.
+The sidecar records what iez placed: a file later deleted and created again
+without iez still shows the recorded layout.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import warnings
+from pathlib import Path
+
+from iez.config import Settings
+from iez.layout.model import Layout, lexical_abspath
+
+DEFAULT_XATTR = "user.iez.layout"
+VERSION = 1
+SIDECAR_NAME = "layouts.log"
+FORMAT = "version=1 stripe_size=BYTES stripe_count=N osts=I,J,..."
+_KEYS = ("version", "stripe_size", "stripe_count", "osts")
+_INT = re.compile(r"-?[0-9]+")
+#: getxattr errors that mean "no attribute here" rather than a real failure.
+_NO_ATTR = {errno.ENODATA, errno.ENOTSUP, errno.EOPNOTSUPP}
+
+
+class LayoutWarning(UserWarning):
+    """A sidecar line iez skipped; the message names the log and the line."""
+
+
+def xattr_name(env: dict[str, str] | None = None) -> str:
+    """The attribute name: ``IEZ_LAYOUT_XATTR``, else ``user.iez.layout``."""
+    env = os.environ if env is None else env
+    return env.get("IEZ_LAYOUT_XATTR") or DEFAULT_XATTR
+
+
+def format_attr(layout: Layout) -> str:
+    return (f"version={VERSION} stripe_size={layout.stripe_size} stripe_count={layout.stripe_count} "
+            f"osts={','.join(str(o) for o in layout.osts)}")
+
+
+def parse_attr(text: str | bytes, where: str) -> Layout:
+    """The layout in attribute text; :class:`ValueError` naming ``where`` and the problem otherwise."""
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("ascii")
+        except UnicodeDecodeError:
+            raise ValueError(f"{where}: layout attribute is not ASCII text; expected {FORMAT!r}") from None
+    shown = text if len(text) <= 120 else text[:117] + "..."
+
+    def bad(reason: str) -> ValueError:
+        return ValueError(f"{where}: layout attribute {shown!r}: {reason}")
+
+    fields = text.split(" ")
+    pairs = [field.partition("=") for field in fields]
+    if len(fields) != len(_KEYS) or [key for key, _, _ in pairs] != list(_KEYS) or any(not s for _, s, _ in pairs):
+        raise bad(f"expected {FORMAT!r}")
+    values = {key: value for key, _, value in pairs}
+    for key in ("version", "stripe_size", "stripe_count"):
+        if not _INT.fullmatch(values[key]):
+            raise bad(f"{key}={values[key]!r} is not a whole number")
+    version, stripe_size, stripe_count = (int(values[k]) for k in ("version", "stripe_size", "stripe_count"))
+    if version != VERSION:
+        raise bad(f"unknown layout version {version} (this iez reads version {VERSION})")
+    if stripe_size <= 0:
+        raise bad(f"stripe_size={stripe_size} must be positive")
+    parts = values["osts"].split(",")
+    if not all(_INT.fullmatch(p) for p in parts):
+        raise bad(f"osts={values['osts']!r} must be comma-separated OST indices, e.g. 3,7,11")
+    osts = tuple(int(p) for p in parts)
+    negative = [o for o in osts if o < 0]
+    if negative:
+        raise bad(f"OST index {negative[0]} is negative")
+    if stripe_count != len(osts):
+        raise bad(f"stripe_count={stripe_count} but osts lists {len(osts)} OST{'s' if len(osts) != 1 else ''}")
+    return Layout(stripe_size, osts)
+
+
+def read_xattr(path: str, name: str | None = None) -> Layout | None:
+    """The layout attribute of ``path`` (symbolic links followed), or None when it has none.
+
+    A file system without user attributes counts as "none" (the library then
+    used the sidecar); any other failure, a missing file first, raises
+    :class:`OSError` naming the path.
+    """
+    try:
+        raw = os.getxattr(path, name or xattr_name())
+    except OSError as err:
+        if err.errno in _NO_ATTR:
+            return None
+        raise
+    return parse_attr(raw, os.fsdecode(path))
+
+
+def sidecar_path(settings: Settings | None = None) -> Path:
+    return (settings or Settings.from_env()).state_dir / SIDECAR_NAME
+
+
+def escape_path(path: str) -> bytes:
+    raw = os.fsencode(path)
+    return raw.replace(b"\\", b"\\\\").replace(b"\t", b"\\t").replace(b"\n", b"\\n")
+
+
+def unescape_path(raw: bytes) -> str:
+    """The path of a sidecar line; :class:`ValueError` for an escape the library never writes."""
+    out, i = bytearray(), 0
+    while i < len(raw):
+        byte = raw[i]
+        if byte != 0x5C:  # backslash
+            out.append(byte)
+            i += 1
+            continue
+        code = raw[i + 1 : i + 2]
+        if code not in (b"\\", b"t", b"n"):
+            raise ValueError(f"bad escape {raw[i:i + 2]!r} in the path")
+        out += {b"\\": b"\\", b"t": b"\t", b"n": b"\n"}[code]
+        i += 2
+    return os.fsdecode(bytes(out))
+
+
+def read_sidecar(log: Path) -> dict[str, Layout | None]:
+    """Path → layout from the sidecar log (``{}`` when there is no log).
+
+    A path whose last line has a bad layout maps to None: its latest record is
+    unreadable, and an earlier line would be out of date.
+    """
+    try:
+        data = log.read_bytes()
+    except FileNotFoundError:
+        return {}
+    lines = data.split(b"\n")
+    lines.pop()  # after the last newline: empty, or an unfinished append
+    entries: dict[str, Layout | None] = {}
+    for number, line in enumerate(lines, start=1):
+        where = f"{log}: line {number}"
+        attr, tab, escaped = line.partition(b"\t")
+        try:
+            if not tab or b"\t" in escaped:
+                raise ValueError("expected the layout text, one TAB and the escaped path")
+            path = unescape_path(escaped)
+            if not path.startswith("/"):
+                raise ValueError(f"path {path!r} is not absolute")
+        except ValueError as err:
+            warnings.warn(LayoutWarning(f"{where}: {err}; line skipped"), stacklevel=2)
+            continue
+        try:
+            entries[path] = parse_attr(attr, where)
+        except ValueError as err:
+            warnings.warn(LayoutWarning(f"{err}; no layout known for {path}"), stacklevel=2)
+            entries[path] = None
+    return entries
+
+
+class Sidecar:
+    """The sidecar log, read on first use and then looked up by path (for walks over many files)."""
+
+    def __init__(self, log: Path | None = None):
+        self.log = Path(log) if log is not None else sidecar_path()
+        self._entries: dict[str, Layout | None] | None = None
+
+    def lookup(self, path: str) -> Layout | None:
+        if self._entries is None:
+            self._entries = read_sidecar(self.log)
+        return self._entries.get(lexical_abspath(path))

@@ -1,0 +1,170 @@
+"""The CSV files the placement library writes (placement_lib/README.md, "Formats"), read strictly.
+
+Traces become write requests the allocator trusts, so a file that is not
+exactly what the library writes is refused, naming the file and the line,
+rather than half-read: a wrong header (another version of the library), a row
+with a missing or malformed field, an empty file or one that ends mid-row (its
+writer was killed or the disk filled; the library writes each record with its
+line break and renames the file only when complete). Text is UTF-8; paths that
+are not keep their bytes (``surrogateescape``), as ``os.fsdecode`` gives them.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+TRACE_COLUMNS = ("path", "bytes_written", "file_size", "stripe_count", "stripe_size", "rank", "comm_size",
+                 "open_time", "pid", "host", "app", "job")
+COUNTS_COLUMNS = ("app", "job", "host", "pid", "rank", "hits", "misses", "errors", "started", "ended")
+
+_INT = re.compile(r"-?[0-9]+")
+
+
+@dataclass(frozen=True)
+class TraceRow:
+    """One file one process opened for writing."""
+
+    path: str
+    bytes_written: int
+    file_size: int  # -1: unknown
+    stripe_count: int
+    stripe_size: int  # 0: unknown
+    rank: int
+    comm_size: int
+    open_time: float
+    pid: int
+    host: str
+    app: str
+    job: str
+    source: str = ""  # "file:line", for messages
+
+
+@dataclass(frozen=True)
+class CountsRow:
+    """What one process's creates found in the interaction DB."""
+
+    app: str
+    job: str
+    host: str
+    pid: int
+    rank: int
+    hits: int
+    misses: int
+    errors: int
+    started: float
+    ended: float
+    source: str = ""  # "file:line", for messages
+
+
+def _int(minimum: int) -> Callable[[str], int]:
+    def convert(text: str) -> int:
+        if not _INT.fullmatch(text):
+            raise ValueError(f"{text!r} is not a whole number")
+        value = int(text)
+        if value < minimum:
+            raise ValueError(f"{value} is below {minimum}")
+        return value
+
+    return convert
+
+
+def _time(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a number of seconds") from None
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{text!r} is not a time since the epoch")
+    return value
+
+
+def _absolute(text: str) -> str:
+    if not text.startswith("/"):
+        raise ValueError(f"{text!r} is not an absolute path")
+    return text
+
+
+def _text(text: str) -> str:
+    return text
+
+
+TRACE_TYPES: dict[str, Callable[[str], object]] = {
+    "path": _absolute, "bytes_written": _int(0), "file_size": _int(-1), "stripe_count": _int(-1),
+    "stripe_size": _int(0), "rank": _int(0), "comm_size": _int(1), "open_time": _time, "pid": _int(1),
+    "host": _text, "app": _text, "job": _text,
+}
+COUNTS_TYPES: dict[str, Callable[[str], object]] = {
+    "app": _text, "job": _text, "host": _text, "pid": _int(1), "rank": _int(0), "hits": _int(0),
+    "misses": _int(0), "errors": _int(0), "started": _time, "ended": _time,
+}
+
+
+def _records(path: Path, columns: tuple[str, ...]) -> Iterator[tuple[int, list[str]]]:
+    """``(line, fields)`` of each data row after checking the header; ValueError naming file and line."""
+    data = path.read_bytes()
+    if not data:
+        raise ValueError(f"{path}: empty file, not even a header (was its writer killed?)")
+    if not data.endswith(b"\n"):
+        last = data.count(b"\n") + 1
+        raise ValueError(f"{path}: line {last}: file ends mid-row (truncated?)")
+    reader = csv.reader(io.StringIO(data.decode("utf-8", "surrogateescape"), newline=""), strict=True)
+    expected = list(columns)
+    first = True
+    while True:
+        line = reader.line_num + 1
+        try:
+            fields = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as err:
+            if "unexpected end of data" in str(err):
+                raise ValueError(f"{path}: line {line}: file ends inside a quoted field (truncated?)") from None
+            raise ValueError(f"{path}: line {line}: not valid CSV ({err})") from None
+        if first:
+            if fields != expected:
+                raise ValueError(f"{path}: line 1: header {','.join(fields)!r} is not the expected "
+                                 f"{','.join(expected)!r}")
+            first = False
+            continue
+        if len(fields) != len(columns):
+            raise ValueError(f"{path}: line {line}: expected {len(columns)} fields, got {len(fields)}")
+        yield line, fields
+
+
+def _read(path: Path, columns: tuple[str, ...], types: dict, row_type: type) -> list:
+    path = Path(path)
+    rows = []
+    for line, fields in _records(path, columns):
+        values = {}
+        for column, text in zip(columns, fields):
+            try:
+                values[column] = types[column](text)
+            except ValueError as err:
+                raise ValueError(f"{path}: line {line}: {column}: {err}") from None
+        rows.append(row_type(**values, source=f"{path}:{line}"))
+    return rows
+
+
+def read_trace(path: Path | str) -> list[TraceRow]:
+    """The rows of one ``iez-trace.*.csv`` file."""
+    return _read(Path(path), TRACE_COLUMNS, TRACE_TYPES, TraceRow)
+
+
+def read_counts(path: Path | str) -> list[CountsRow]:
+    """The rows of one ``iez-counts.*.csv`` file."""
+    return _read(Path(path), COUNTS_COLUMNS, COUNTS_TYPES, CountsRow)
+
+
+def write_trace(path: Path | str, rows: list[dict]) -> None:
+    """A trace CSV from row dicts (keys: :data:`TRACE_COLUMNS`), as the library writes it."""
+    with open(path, "w", encoding="utf-8", errors="surrogateescape", newline="") as out:
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(TRACE_COLUMNS)
+        for row in rows:
+            writer.writerow([row[c] for c in TRACE_COLUMNS])
