@@ -166,3 +166,36 @@ def test_paths_outside_include_and_without_trace_dir(lib, tmp_path):
                            env=env, capture_output=True, text=True)
     assert (plain.returncode, plain.stdout, plain.stderr) == (0, "ok\n", "")  # silent, and the program is unharmed
     assert (out / "y").read_text() == "abc"
+
+
+def test_traced_mpi_run_parses_into_write_requests_and_runs(lib, apps, tmp_path):
+    """The paper's learning phase on a real MPI job: trace it, then `iez trace parse` the directory."""
+    import json
+
+    out, traces = tmp_path / "out", tmp_path / "traces"
+    out.mkdir()
+    env = {**traced_env(lib, traces, out, IEZ_RUN_ID="run-1", IEZ_APP="mpiwriter"), **MPI_ENV}
+    cmd = ["mpirun", "--oversubscribe", "-np", "4", "-x", "LD_PRELOAD", "-x", "IEZ_MODE", "-x", "IEZ_TRACE_DIR",
+           "-x", "IEZ_INCLUDE", "-x", "IEZ_STATE_DIR", "-x", "IEZ_RUN_ID", "-x", "IEZ_APP",
+           str(apps["mpi_trace_writer"]), str(out)]
+    subprocess.run(cmd, env=env, check=True, capture_output=True, timeout=120)
+    db = tmp_path / "iez.db"
+    parsed = subprocess.run(["iez", "trace", "parse", str(traces), "--json", "--store", "--db", str(db),
+                             "--out", str(tmp_path / "requests.csv")],
+                            env=clean_env(), capture_output=True, text=True, check=True)
+    requests = {Path(r["file"]).name: r for r in json.loads(parsed.stdout)}
+    assert set(requests) == {f"fpp.{i:04d}.dat" for i in range(4)} | {"shared.dat"}
+    for i in range(4):
+        assert (requests[f"fpp.{i:04d}.dat"]["rank"], requests[f"fpp.{i:04d}.dat"]["write_bytes"]) == (i, 4000)
+    assert (requests["shared.dat"]["rank"], requests["shared.dat"]["write_bytes"]) == (-1, 32768)
+
+    from iez.sim.workloads import load_requests
+    replay = load_requests(tmp_path / "requests.csv")
+    assert sorted(r.write_bytes for job in replay for r in job.requests) == [4000] * 4 + [32768]
+
+    import sqlite3
+    with sqlite3.connect(db) as conn:
+        stored = conn.execute("SELECT w.path, w.write_bytes, w.rank, w.source FROM write_requests w "
+                              "JOIN applications a ON a.id = w.app_id WHERE a.name = 'mpiwriter'").fetchall()
+    assert sorted((Path(p).name, b, r, s) for p, b, r, s in stored) == sorted(
+        [(f"fpp.{i:04d}.dat", 4000, i, "traced") for i in range(4)] + [("shared.dat", 32768, -1, "traced")])
