@@ -37,8 +37,12 @@ class OST:
     oss_id: str
     kbytes_total: int
     kbytes_avail: int
+    # Live I/O congestion, 0 (idle) .. 1 (the busiest OST the MDS sees); see iez.mds.view.
+    io_load: float = 0.0
 
     def __post_init__(self) -> None:
+        if not 0.0 <= self.io_load <= 1.0:
+            raise ValueError(f"OST {self.index}: io_load={self.io_load} is outside 0..1")
         if self.index < 0:
             raise ValueError(f"OST index {self.index} is negative")
         if self.kbytes_total <= 0:

@@ -5,11 +5,12 @@ min-cost flow piles every request onto the same cheapest OSTs. Here the
 ``k``-th stripe of size ``s`` added to OST ``o`` costs the utilisation that
 OST would reach,
 
-    (placed_o + k * s) / avail_o  +  oss_load_weight * load(oss(o)),
+    (placed_o + k * s) / avail_o  +  oss_load_weight * load(oss(o))  +  congestion_weight * io_load(o),
 
 where ``avail_o`` is the OST's free space when the batch is allocated (so a
-fuller OST is dearer per stripe) and ``load`` weighs the OSS's cpu and
-memory (the paper's cost to reach an OST). Convex marginal costs make the
+fuller OST is dearer per stripe), ``load`` weighs the OSS's cpu and
+memory (the paper's cost to reach an OST) and ``io_load`` is the OST's live
+read+write bandwidth relative to the busiest OST (from the MDS's view). Convex marginal costs make the
 optimum balanced: stripes go where utilisation is lowest, and each OST ends
 up with a share of the batch proportional to its free space, so all OSTs
 would run full at the same time.
@@ -62,14 +63,16 @@ class BalancedPolicy(Policy):
         cpu_weight: float = 0.5,
         mem_weight: float = 0.5,
         oss_load_weight: float = 0.1,
+        congestion_weight: float = 0.2,
         **kw,
     ):
         super().__init__(seed, **kw)
-        if min(cpu_weight, mem_weight, oss_load_weight) < 0:
-            raise ValueError("cpu_weight, mem_weight and oss_load_weight must not be negative")
+        if min(cpu_weight, mem_weight, oss_load_weight, congestion_weight) < 0:
+            raise ValueError("cpu_weight, mem_weight, oss_load_weight and congestion_weight must not be negative")
         self.cpu_weight = cpu_weight
         self.mem_weight = mem_weight
         self.oss_load_weight = oss_load_weight
+        self.congestion_weight = congestion_weight
         self._earlier: dict[int, float] = defaultdict(float)  # OST index -> bytes placed by earlier calls
 
     def forget(self) -> None:
@@ -77,12 +80,15 @@ class BalancedPolicy(Policy):
         self._earlier.clear()
 
     def reach_cost(self, cluster: ClusterState) -> np.ndarray:
-        """Per-OST cost to reach it: its OSS's weighted cpu and memory load (0..1) times the weight."""
-        loads = []
+        """Per-OST cost to reach it: its OSS's weighted cpu and memory load (0..1) times the weight,
+        plus the OST's live I/O congestion (0..1) times its weight, so busy OSTs are avoided
+        even when they have space. Both are constant per OST, so costs stay convex."""
+        loads, busy = [], []
         for ost in cluster.osts:
             oss = cluster.oss_of(ost)
             loads.append((self.cpu_weight * oss.cpu_pct + self.mem_weight * oss.mem_pct) / 100.0)
-        return self.oss_load_weight * np.array(loads, dtype=float)
+            busy.append(ost.io_load)
+        return self.oss_load_weight * np.array(loads, dtype=float) + self.congestion_weight * np.array(busy, dtype=float)
 
     @staticmethod
     def _short_tails_last(rows: np.ndarray, write_bytes: list[int], span: int, size: int,

@@ -13,6 +13,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validat
 
 from iez.allocate import POLICY_NAMES
 from iez.db.models import MAX_PATH_BYTES
+from iez.db.stats import OssReport, OstReport
 
 INT64_MAX = 2**63 - 1
 INT32_MAX = 2**31 - 1
@@ -78,6 +79,9 @@ class OssStats(BaseModel):
     cpu_pct: Percent
     mem_pct: Percent
     osts: list[OstStats] = Field(default_factory=list, max_length=10000)
+    version: Literal[1] = Field(default=1, description="message schema version (agents/SCHEMA.md)")
+    interval_s: float | None = Field(default=None, gt=0, le=86400, allow_inf_nan=False,
+                                     description="the agent's report interval")
 
     @model_validator(mode="after")
     def _distinct_osts(self) -> "OssStats":
@@ -90,6 +94,11 @@ class OssStats(BaseModel):
         if self.time.tzinfo is None:
             return self.time
         return self.time.astimezone(timezone.utc).replace(tzinfo=None)
+
+    def to_report(self) -> OssReport:
+        return OssReport(oss_id=self.oss_id, seq=self.seq, time=self.naive_utc_time(), cpu_pct=self.cpu_pct,
+                         mem_pct=self.mem_pct, osts=[OstReport(**ost.model_dump()) for ost in self.osts],
+                         interval_s=self.interval_s)
 
 
 class StatsStored(BaseModel):

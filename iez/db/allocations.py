@@ -8,8 +8,8 @@ and use lean Core statements, not ORM objects.
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import timedelta
-from typing import Sequence
+from datetime import datetime, timedelta
+from typing import Callable, Sequence
 
 from sqlalchemy import Connection, Engine, bindparam, exists, select
 from sqlalchemy.orm import Session
@@ -20,6 +20,7 @@ from iez.db.models import (
     MAX_PATH_BYTES,
     STALE,
     AllocationRow,
+    OstRow,
     Reservation,
     WriteRequestRow,
     osts_text,
@@ -93,7 +94,8 @@ def pending_requests(session: Session, app_id: int) -> list[WriteRequestRow]:
 
 
 def allocate_app(
-    engine: Engine, app_name: str, policy_name: str, stale_s: float, reservation_ttl_s: float, seed: int = 0
+    engine: Engine, app_name: str, policy_name: str, stale_s: float, reservation_ttl_s: float, seed: int = 0,
+    cluster_of: Callable[[Session, datetime], ClusterState] | None = None, policy_options: dict | None = None,
 ) -> list[Allocation]:
     """Place the application's pending requests and store allocations and reservations in one transaction.
 
@@ -102,14 +104,16 @@ def allocate_app(
     unknown application and :class:`AllocationError` when the requests do not fit
     (nothing is stored then).
     """
-    policy = make_policy(policy_name, seed=seed)
+    policy = make_policy(policy_name, seed=seed, **(policy_options or {}))
     with write_session(engine) as session:
         app = application(session, app_name)
         pending = pending_requests(session, app.id)
         if not pending:
             return []
         now = utcnow()
-        cluster = usable_cluster(session, now, stale_s)
+        # The MDS passes its live view (per-OSS staleness, I/O congestion); the API uses the DB's.
+        cluster = cluster_of(session, now) if cluster_of else usable_cluster(session, now, stale_s)
+        reported = dict(session.execute(select(OstRow.ost_index, OstRow.kbytes_avail)).all())
         requests = [WriteRequest(app_name, r.path, r.write_bytes, r.stripe_count, r.rank) for r in pending]
         placed = policy.allocate(cluster, requests)
         _check_capacity(cluster, placed)
@@ -126,7 +130,8 @@ def allocate_app(
                 created=now,
             )
             stored.reservations = [
-                Reservation(ost_index=ost, bytes=allocation.stripe_size, expires=expires) for ost in allocation.osts
+                Reservation(ost_index=ost, bytes=allocation.stripe_size, expires=expires,
+                            avail_kb_at=reported.get(ost)) for ost in allocation.osts
             ]
             session.add(stored)
     return placed

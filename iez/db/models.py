@@ -170,6 +170,8 @@ class Reservation(Base):
     ost_index: Mapped[int] = mapped_column(Integer)
     bytes: Mapped[int] = mapped_column(BigInteger)
     expires: Mapped[datetime] = mapped_column(Timestamp)
+    # The OST's kbytes_avail when reserved: reports showing that much used since end the reservation early.
+    avail_kb_at: Mapped[int | None] = mapped_column(BigInteger)
 
     allocation: Mapped[AllocationRow] = relationship(back_populates="reservations")
 
@@ -185,6 +187,8 @@ class OssRow(Base):
     received: Mapped[datetime] = mapped_column(Timestamp)
     cpu_pct: Mapped[float] = mapped_column(Float)
     mem_pct: Mapped[float] = mapped_column(Float)
+    # The agent's report interval: three missed intervals make the OSS stale (NULL: IEZ_OSS_STALE_S).
+    interval_s: Mapped[float | None] = mapped_column(Float)
 
 
 class OstRow(Base):

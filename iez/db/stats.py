@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Sequence
 
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection, delete, func, select
 from sqlalchemy.orm import Session
 
 from iez.db.models import OssRow, OssStat, OstRow, OstStat, Reservation, utcnow
@@ -33,6 +33,7 @@ class OssReport:
     cpu_pct: float
     mem_pct: float
     osts: Sequence[OstReport] = ()
+    interval_s: float | None = None
 
 
 def record(session: Session, report: OssReport) -> None:
@@ -46,6 +47,7 @@ def record(session: Session, report: OssReport) -> None:
             received=received,
             cpu_pct=report.cpu_pct,
             mem_pct=report.mem_pct,
+            interval_s=report.interval_s,
         )
     )
     session.add(
@@ -64,6 +66,39 @@ def record(session: Session, report: OssReport) -> None:
         )
         session.merge(OstRow(name=ost.name, **values))
         session.add(OstStat(**values))
+
+
+def ingest(session: Session, report: OssReport) -> int:
+    """Record a report and end the reservations it shows written; returns how many ended."""
+    record(session, report)
+    return sum(release_caught_up(session, ost.index, ost.kbytes_avail) for ost in report.osts)
+
+
+def release_caught_up(session: Session, ost_index: int, kbytes_avail: int) -> int:
+    """End the OST's reservations whose bytes its free space now shows as used; returns how many.
+
+    Reservations are taken oldest first: the space used since the oldest one
+    was made (its ``avail_kb_at`` less ``kbytes_avail`` now) pays for them in
+    order, and a reservation ends once it is paid for in full. Reservations
+    without a baseline wait for their time-out.
+    """
+    rows = session.execute(
+        select(Reservation.id, Reservation.bytes, Reservation.avail_kb_at)
+        .where(Reservation.ost_index == ost_index, Reservation.avail_kb_at.is_not(None))
+        .order_by(Reservation.id)
+    ).all()
+    if not rows:
+        return 0
+    used = (rows[0].avail_kb_at - kbytes_avail) * 1024
+    done: list[int] = []
+    for row in rows:
+        if used < row.bytes:
+            break
+        used -= row.bytes
+        done.append(row.id)
+    if done:
+        session.execute(delete(Reservation).where(Reservation.id.in_(done)))
+    return len(done)
 
 
 def reserved_bytes(conn: Connection | Session, now: datetime) -> dict[int, int]:

@@ -8,7 +8,7 @@ from sqlalchemy import Engine
 from iez.api import deps
 from iez.api.schemas import OssStats, StatsStored
 from iez.db.engine import write_session
-from iez.db.stats import OssReport, OstReport, record
+from iez.db.stats import ingest
 
 router = APIRouter(prefix="/v1/stats", tags=["stats"])
 
@@ -16,14 +16,6 @@ router = APIRouter(prefix="/v1/stats", tags=["stats"])
 @router.post("", status_code=201, response_model=StatsStored, dependencies=[Depends(deps.require_writer)])
 def post_stats(message: OssStats, engine: Engine = Depends(deps.engine)) -> StatsStored:
     """Store one agent message: OSS load and the space of its OSTs."""
-    report = OssReport(
-        oss_id=message.oss_id,
-        seq=message.seq,
-        time=message.naive_utc_time(),
-        cpu_pct=message.cpu_pct,
-        mem_pct=message.mem_pct,
-        osts=[OstReport(**ost.model_dump()) for ost in message.osts],
-    )
     with write_session(engine) as session:
-        record(session, report)
+        ingest(session, message.to_report())
     return StatsStored(oss_id=message.oss_id, osts=len(message.osts))
