@@ -15,6 +15,7 @@ COMMAND_MODULES = (
     "iez.commands.db",
     "iez.commands.alloc",
     "iez.commands.api",
+    "iez.commands.mds",
     "iez.commands.layout",
     "iez.commands.trace",
 )

@@ -1,0 +1,99 @@
+"""``iez mds``: run the MDS control loop; ``iez mds --status`` prints what a running one reports.
+
+The service binds a ZeroMQ SUB socket the OSS agents connect to, keeps the
+live view, stores reports and allocations in the interaction DB, and writes
+its counters to a status file every second (``$IEZ_STATE_DIR/mds-status.json``
+by default).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+from iez.allocate import POLICY_NAMES
+from iez.commands.db import add_db_option, db_errors, settings_from
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("mds", help="run the MDS control loop (agents -> live view -> allocations)")
+    add_db_option(p)
+    p.add_argument("--bind", default="tcp://*:5555", help="ZeroMQ endpoint agents connect to (default tcp://*:5555)")
+    p.add_argument("--policy", default="iez", choices=POLICY_NAMES)
+    p.add_argument("--interval", type=float, default=60.0, metavar="S",
+                   help="agents' report interval when their messages do not say (default 60)")
+    p.add_argument("--stale-intervals", type=int, default=3, metavar="N",
+                   help="missed intervals after which an OSS is stale (default 3)")
+    p.add_argument("--cpu-max", type=float, default=70.0, metavar="PCT", help="allocate only below this MDS CPU %%")
+    p.add_argument("--mem-max", type=float, default=50.0, metavar="PCT", help="allocate only below this MDS memory %%")
+    p.add_argument("--congestion-weight", type=float, default=0.2, metavar="W",
+                   help="weight of live OST bandwidth in the iez cost (0 ignores it)")
+    p.add_argument("--oss-list", type=Path, metavar="FILE",
+                   help="known OSS ids, one per line; messages from others are dropped (default: accept all)")
+    p.add_argument("--curve-secret-key", type=Path, metavar="FILE", help="the MDS's CURVE secret certificate")
+    p.add_argument("--curve-authorized", type=Path, metavar="DIR", help="authorised agents' public certificates")
+    p.add_argument("--retain-days", type=float, default=7.0, help="days of statistics kept (default 7)")
+    p.add_argument("--status-file", type=Path, metavar="FILE", help="default $IEZ_STATE_DIR/mds-status.json")
+    p.add_argument("--status", action="store_true", help="print the status of the running MDS and exit")
+    p.add_argument("--json", action="store_true", help="with --status: print the JSON as is")
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    p.set_defaults(handler=_run)
+
+
+def _status_file(args, settings) -> Path:
+    return args.status_file or Path(settings.state_dir) / "mds-status.json"
+
+
+@db_errors
+def _run(args: argparse.Namespace) -> int:
+    settings = settings_from(args)
+    status_file = _status_file(args, settings)
+    if args.status:
+        return _print_status(status_file, args.json)
+    for name, value, low, high in (("--interval", args.interval, 1.0, 86400.0), ("--cpu-max", args.cpu_max, 0, 100),
+                                   ("--mem-max", args.mem_max, 0, 100), ("--congestion-weight", args.congestion_weight, 0, 100)):
+        if not low <= value <= high:
+            raise ValueError(f"{name} {value} is outside {low}..{high}")
+    if args.stale_intervals < 1:
+        raise ValueError(f"--stale-intervals {args.stale_intervals} must be at least 1")
+    allowed = None
+    if args.oss_list:
+        allowed = frozenset(line.strip() for line in args.oss_list.read_text().splitlines()
+                            if line.strip() and not line.startswith("#"))
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        stream=sys.stderr)
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    from iez.db import open_db
+    from iez.mds.service import MdsConfig, MdsService
+
+    engine = open_db(settings, create_if_empty=True)
+    config = MdsConfig(bind=args.bind, policy=args.policy, interval_s=args.interval,
+                       stale_intervals=args.stale_intervals, cpu_max=args.cpu_max, mem_max=args.mem_max,
+                       congestion_weight=args.congestion_weight, reservation_ttl_s=settings.reservation_ttl_s,
+                       retain=timedelta(days=args.retain_days), allowed_oss=allowed,
+                       curve_secret_key=args.curve_secret_key, curve_authorized=args.curve_authorized,
+                       status_file=status_file)
+    return MdsService(engine, config).run()
+
+
+def _print_status(path: Path, as_json: bool) -> int:
+    try:
+        status = json.loads(path.read_text())
+    except FileNotFoundError:
+        print(f"iez mds: no status at {path}: is the MDS running with this IEZ_STATE_DIR?", file=sys.stderr)
+        return 1
+    if as_json:
+        print(json.dumps(status, indent=1))
+        return 0
+    m, a = status["messages"], status["allocation"]
+    dropped = ", ".join(f"{k} {v}" for k, v in m["dropped"].items() if v) or "none"
+    print(f"MDS pid {status['pid']} on {status['endpoint']}")
+    print(f"messages: {m['accepted']} accepted, {m['stored']} stored, dropped: {dropped}")
+    print(f"OSS: {len(status['osses']['fresh'])} fresh, stale: {' '.join(status['osses']['stale']) or 'none'}; "
+          f"{status['osts']} OSTs")
+    print(f"allocation: {a['files']} files in {a['passes']} passes, {a['deferred']} deferred, {a['failed']} failed")
+    return 0

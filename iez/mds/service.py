@@ -1,0 +1,316 @@
+"""``iez mds``: the control loop on the metadata server.
+
+Every agent message is decoded and validated (drops are counted per cause and
+logged once per cause), applied to the live view and stored with its batch.
+Once a second the loop looks for applications with pending write requests and
+allocates them with the live view when there are new requests or the
+statistics changed materially, but only while the MDS node has room (CPU and
+memory under their limits, paper III-B2); otherwise it says it defers.
+Allocations go through :func:`iez.db.allocations.allocate_app`, whose
+transaction serialises with every other writer, so two triggers at once never
+reserve the same free space twice. SIGTERM finishes the step under way
+(an allocation included), stores what was received, and exits.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import zmq
+from sqlalchemy import Engine, exists, select
+
+from iez.allocate import AllocationError
+from iez.db.allocations import allocate_app
+from iez.db.engine import read
+from iez.db.models import STALE, AllocationRow, Application, WriteRequestRow
+from iez.db.stats import reserved_bytes
+from iez.mds.messages import CAUSES, Rejected, decode
+from iez.mds.resources import NodeSampler, Usage
+from iez.mds.store import prune, store_batch
+from iez.mds.view import ClusterView
+
+log = logging.getLogger("iez.mds")
+
+
+@dataclass
+class MdsConfig:
+    bind: str = "tcp://*:5555"
+    policy: str = "iez"
+    interval_s: float = 60.0  # agents' default interval, for OSSs whose messages do not say
+    stale_intervals: int = 3
+    cpu_max: float = 70.0
+    mem_max: float = 50.0
+    congestion_weight: float = 0.2
+    reservation_ttl_s: float = 86400.0
+    poll_s: float = 1.0  # how often pending requests and resources are checked
+    flush_s: float = 0.2  # longest a received report waits before it is stored
+    batch_max: int = 5000
+    retain: timedelta = timedelta(days=7)
+    allowed_oss: frozenset[str] | None = None
+    curve_secret_key: Path | None = None  # the MDS's certificate (zmq.auth format)
+    curve_authorized: Path | None = None  # directory of authorised agents' public certificates
+    status_file: Path | None = None
+
+
+@dataclass
+class Counters:
+    accepted: int = 0
+    dropped: Counter = field(default_factory=Counter)
+    stored: int = 0
+    reservations_ended: int = 0
+    allocation_passes: int = 0
+    allocated: int = 0
+    deferred: int = 0
+    failed: int = 0
+
+
+class MdsService:
+    def __init__(self, engine: Engine, config: MdsConfig, sampler: NodeSampler | None = None):
+        self.engine = engine
+        self.config = config
+        self.sampler = sampler or NodeSampler()
+        self.counters = Counters()
+        self.view = ClusterView.from_db(engine, config.interval_s, config.stale_intervals)
+        self.usage = Usage(0.0, 0.0)
+        self._stop = threading.Event()
+        self._logged_causes: set[str] = set()
+        self._failed_apps: dict[str, str] = {}
+        self._last_pending: frozenset = frozenset()
+        self._batch: list = []
+        self._batch_since = 0.0
+        self.endpoint: str | None = None
+        self.started = time.time()
+        self._last_allocation: float | None = None
+        self._auth = None
+
+    # -- lifecycle ------------------------------------------------------------------
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _socket(self, ctx: zmq.Context) -> zmq.Socket:
+        sock = ctx.socket(zmq.SUB)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.RCVHWM, 100_000)
+        sock.setsockopt(zmq.SUBSCRIBE, b"")
+        if self.config.curve_secret_key:
+            from zmq.auth import load_certificate
+            from zmq.auth.thread import ThreadAuthenticator
+
+            public, secret = load_certificate(str(self.config.curve_secret_key))
+            if secret is None:
+                raise ValueError(f"{self.config.curve_secret_key}: not a secret certificate")
+            if not self.config.curve_authorized or not Path(self.config.curve_authorized).is_dir():
+                raise ValueError("CURVE needs --curve-authorized DIR with the agents' public certificates")
+            self._auth = ThreadAuthenticator(ctx)
+            self._auth.start()
+            self._auth.configure_curve(domain="*", location=str(self.config.curve_authorized))
+            sock.curve_secretkey, sock.curve_publickey, sock.curve_server = secret, public, True
+        sock.bind(self.config.bind)
+        self.endpoint = sock.getsockopt_string(zmq.LAST_ENDPOINT)
+        return sock
+
+    def run(self, install_signals: bool = True) -> int:
+        if install_signals:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(sig, lambda *_: self.stop())
+        ctx = zmq.Context()
+        sock = self._socket(ctx)
+        log.info("listening on %s; %d OSS(s), %d OST(s) known from the DB (%d stale)", self.endpoint,
+                 len(self.view.osses), len(self.view.osts), len(self.view.stale()))
+        poller = zmq.Poller()
+        poller.register(sock, zmq.POLLIN)
+        next_check = next_status = time.monotonic()
+        next_prune = time.monotonic() + 60
+        try:
+            while not self._stop.is_set():
+                if poller.poll(timeout=100):
+                    self._drain(sock)
+                now = time.monotonic()
+                if self._batch and (now - self._batch_since >= self.config.flush_s or len(self._batch) >= self.config.batch_max):
+                    self._flush()
+                if now >= next_check:
+                    next_check = now + self.config.poll_s
+                    self._check_staleness()
+                    self.allocate_if_due()
+                if now >= next_prune:
+                    next_prune = now + 3600
+                    prune(self.engine, self.config.retain)
+                if now >= next_status:
+                    next_status = now + 1.0
+                    self.write_status()
+        finally:
+            self._flush()
+            self.write_status()
+            sock.close(linger=0)
+            if self._auth:
+                self._auth.stop()
+            ctx.term()
+            log.info("stopped: %d messages accepted, %d dropped", self.counters.accepted,
+                     sum(self.counters.dropped.values()))
+        return 0
+
+    # -- messages ---------------------------------------------------------------------
+    def _drain(self, sock: zmq.Socket) -> None:
+        for _ in range(self.config.batch_max):
+            try:
+                frames = sock.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            self.receive(frames)
+
+    def receive(self, frames: list[bytes]) -> bool:
+        """Validate one message and queue it for storing; False when it was dropped."""
+        try:
+            message = decode(frames)
+            if self.config.allowed_oss is not None and message.oss_id not in self.config.allowed_oss:
+                raise Rejected("unknown_oss", f"OSS {message.oss_id!r} is not in the configured list")
+            last = self.view.last_seq(message.oss_id)
+            if last is not None and message.seq <= last:
+                raise Rejected("replayed", f"OSS {message.oss_id!r} seq {message.seq} after {last}")
+        except Rejected as err:
+            self.counters.dropped[err.cause] += 1
+            if err.cause not in self._logged_causes:
+                self._logged_causes.add(err.cause)
+                log.warning("dropping message (%s); further drops of this cause are only counted", err)
+            return False
+        report = message.to_report()
+        received = datetime.now(timezone.utc).replace(tzinfo=None)
+        was_stale = message.oss_id in self.view.stale()
+        self.view.apply(report, received.replace(tzinfo=timezone.utc).timestamp())
+        if was_stale:
+            self.view.refresh()
+            log.info("OSS %s reports again: its OSTs are back in allocation", message.oss_id)
+        if not self._batch:
+            self._batch_since = time.monotonic()
+        self._batch.append((report, received))
+        self.counters.accepted += 1
+        return True
+
+    def _flush(self) -> None:
+        if not self._batch:
+            return
+        batch, self._batch = self._batch, []
+        try:
+            self.counters.reservations_ended += store_batch(self.engine, batch)
+            self.counters.stored += len(batch)
+        except Exception as err:  # the DB is down: keep the reports and try again later
+            self._batch = batch + self._batch
+            log.error("cannot store %d report(s), will retry: %s", len(batch), str(err).splitlines()[0][:200])
+
+    def _check_staleness(self) -> None:
+        went_stale, came_back = self.view.refresh()
+        for oss in went_stale:
+            log.warning("OSS %s missed %d report intervals: its OSTs are left out of allocation",
+                        oss, self.config.stale_intervals)
+
+    # -- allocation ---------------------------------------------------------------------
+    def pending_apps(self) -> frozenset[tuple[str, int]]:
+        live = exists().where(AllocationRow.request_id == WriteRequestRow.id, AllocationRow.state != STALE)
+
+        def query(conn):
+            from sqlalchemy import func
+
+            rows = conn.execute(select(Application.name, func.count())
+                                .join(WriteRequestRow, WriteRequestRow.app_id == Application.id)
+                                .where(~live).group_by(Application.name))
+            return frozenset((name, int(n)) for name, n in rows)
+
+        return read(self.engine, query)
+
+    def allocate_if_due(self) -> int:
+        """Allocate pending requests when something changed and the node has room; returns files placed."""
+        try:
+            pending = self.pending_apps()
+        except Exception as err:
+            log.error("cannot read pending requests: %s", str(err).splitlines()[0][:200])
+            return 0
+        if not pending:
+            self._last_pending = pending
+            return 0
+        if pending == self._last_pending and not self.view.changed:
+            return 0  # nothing new since the last pass (which may have failed for lack of space)
+        self.usage = self.sampler.sample()
+        if self.usage.cpu_pct >= self.config.cpu_max or self.usage.mem_pct >= self.config.mem_max:
+            self.counters.deferred += 1
+            log.info("deferring allocation of %d application(s): MDS cpu %.0f%% (limit %.0f%%), memory %.0f%% "
+                     "(limit %.0f%%)", len(pending), self.usage.cpu_pct, self.config.cpu_max, self.usage.mem_pct,
+                     self.config.mem_max)
+            return 0
+        self._flush()  # allocate against everything received so far
+        placed = self.allocate(sorted(name for name, _ in pending))
+        self._last_pending = self.pending_apps()
+        return placed
+
+    def allocate(self, apps: list[str]) -> int:
+        placed = 0
+        self.counters.allocation_passes += 1
+
+        def cluster_of(session, now):
+            return self.view.cluster(reserved_bytes(session, now))
+
+        for app in apps:
+            try:
+                done = allocate_app(self.engine, app, self.config.policy, stale_s=self.config.interval_s * 3,
+                                    reservation_ttl_s=self.config.reservation_ttl_s, cluster_of=cluster_of,
+                                    policy_options=self._policy_options())
+            except AllocationError as err:
+                self.counters.failed += 1
+                if self._failed_apps.get(app) != str(err):
+                    self._failed_apps[app] = str(err)
+                    log.warning("cannot allocate %s yet: %s", app, err)
+                continue
+            except Exception as err:
+                self.counters.failed += 1
+                log.error("allocation of %s failed: %s", app, str(err).splitlines()[0][:200])
+                continue
+            self._failed_apps.pop(app, None)
+            if done:
+                placed += len(done)
+                log.info("allocated %d file(s) of %s with %s", len(done), app, self.config.policy)
+        self.counters.allocated += placed
+        self._last_allocation = time.time()
+        self.view.allocated()
+        return placed
+
+    def _policy_options(self) -> dict:
+        return {"congestion_weight": self.config.congestion_weight} if self.config.policy == "iez" else {}
+
+    # -- status ---------------------------------------------------------------------------
+    def status(self) -> dict:
+        c = self.counters
+        return {
+            "pid": os.getpid(),
+            "endpoint": self.endpoint,
+            "started": self.started,
+            "time": time.time(),
+            "messages": {"accepted": c.accepted, "stored": c.stored,
+                         "dropped": {cause: c.dropped.get(cause, 0) for cause in CAUSES}},
+            "osses": {"fresh": self.view.fresh(), "stale": self.view.stale()},
+            "osts": len(self.view.osts),
+            "allocation": {"passes": c.allocation_passes, "files": c.allocated, "deferred": c.deferred,
+                           "failed": c.failed, "last": self._last_allocation},
+            "reservations_ended": c.reservations_ended,
+            "resources": {"cpu_pct": round(self.usage.cpu_pct, 1), "mem_pct": round(self.usage.mem_pct, 1),
+                          "cpu_max": self.config.cpu_max, "mem_max": self.config.mem_max},
+        }
+
+    def write_status(self) -> None:
+        path = self.config.status_file
+        if not path:
+            return
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(path.name + ".tmp")
+            tmp.write_text(json.dumps(self.status(), indent=1))
+            os.replace(tmp, path)
+        except OSError as err:
+            log.error("cannot write %s: %s", path, err)

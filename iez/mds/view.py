@@ -1,0 +1,169 @@
+"""The MDS's live view of the cluster: the latest report of every OSS, which
+OSSs are stale, each OST's free space, and its read+write bandwidth.
+
+An OSS is stale after ``stale_intervals`` (3) of its own report intervals
+without a message; its OSTs are left out of allocation until it reports again.
+I/O congestion comes from the agents' cumulative ``read_bytes``/``write_bytes``
+counters: their rise between two reports over the time between the samples.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+from sqlalchemy import Engine, select
+
+from iez.db.engine import read
+from iez.db.models import OssRow, OstRow
+from iez.db.stats import OssReport
+from iez.model import OSS, OST, ClusterState
+
+#: Free space moving by this share of an OST's size makes a "material" change.
+MATERIAL_FRACTION = 0.01
+#: Bandwidth below this (bytes/s) is idle: io_load is relative to the busiest OST above it.
+IDLE_RATE = 1 << 20
+
+
+def epoch(dt: datetime) -> float:
+    return dt.replace(tzinfo=timezone.utc).timestamp()
+
+
+@dataclass
+class OssState:
+    oss_id: str
+    seq: int
+    sample_time: float  # epoch seconds
+    received: float  # epoch seconds, MDS clock
+    interval_s: float
+    cpu_pct: float
+    mem_pct: float
+    osts: tuple[int, ...] = ()
+    stale: bool = False
+
+
+@dataclass
+class OstState:
+    index: int
+    name: str
+    oss_id: str
+    kbytes_total: int
+    kbytes_avail: int
+    counters: int | None = None  # read + write bytes, cumulative
+    counter_time: float | None = None
+    rate: float = 0.0  # bytes/s
+    avail_at_alloc: int | None = field(default=None)  # kbytes_avail at the last allocation pass
+
+
+class ClusterView:
+    def __init__(self, default_interval_s: float = 60.0, stale_intervals: int = 3):
+        self.default_interval_s = default_interval_s
+        self.stale_intervals = stale_intervals
+        self.osses: dict[str, OssState] = {}
+        self.osts: dict[int, OstState] = {}
+        self.changed = True  # something an allocation should see happened since the last pass
+
+    # -- reports ---------------------------------------------------------------
+    def last_seq(self, oss_id: str) -> int | None:
+        state = self.osses.get(oss_id)
+        return state.seq if state else None
+
+    def apply(self, report: OssReport, received: float | None = None) -> None:
+        received = time.time() if received is None else received
+        sample = epoch(report.time)
+        old = self.osses.get(report.oss_id)
+        if old is None or old.stale:
+            self.changed = True
+        self.osses[report.oss_id] = OssState(
+            report.oss_id, report.seq, sample, received, report.interval_s or self.default_interval_s,
+            report.cpu_pct, report.mem_pct, tuple(o.index for o in report.osts))
+        for o in report.osts:
+            state = self.osts.get(o.index)
+            counters = None if o.read_bytes is None and o.write_bytes is None else (o.read_bytes or 0) + (o.write_bytes or 0)
+            if state is None or state.oss_id != report.oss_id:
+                state = self.osts[o.index] = OstState(o.index, o.name, report.oss_id, o.kbytes_total, o.kbytes_avail)
+                self.changed = True
+            else:
+                moved = abs(o.kbytes_avail - (state.avail_at_alloc if state.avail_at_alloc is not None else state.kbytes_avail))
+                if moved >= MATERIAL_FRACTION * o.kbytes_total:
+                    self.changed = True
+                state.name, state.kbytes_total, state.kbytes_avail = o.name, o.kbytes_total, o.kbytes_avail
+            if counters is not None:
+                if state.counters is not None and state.counter_time is not None and sample > state.counter_time:
+                    delta = counters - state.counters
+                    state.rate = delta / (sample - state.counter_time) if delta >= 0 else 0.0  # reset: unknown
+                state.counters, state.counter_time = counters, sample
+
+    # -- staleness -------------------------------------------------------------
+    def refresh(self, now: float | None = None) -> tuple[list[str], list[str]]:
+        """Mark OSSs stale or fresh; returns (newly stale, newly fresh)."""
+        now = time.time() if now is None else now
+        went_stale, came_back = [], []
+        for state in self.osses.values():
+            stale = now - state.received > self.stale_intervals * state.interval_s
+            if stale and not state.stale:
+                went_stale.append(state.oss_id)
+            elif state.stale and not stale:
+                came_back.append(state.oss_id)
+            state.stale = stale
+        if went_stale or came_back:
+            self.changed = True
+        return went_stale, came_back
+
+    def stale(self) -> list[str]:
+        return sorted(s.oss_id for s in self.osses.values() if s.stale)
+
+    def fresh(self) -> list[str]:
+        return sorted(s.oss_id for s in self.osses.values() if not s.stale)
+
+    # -- what the allocator sees -------------------------------------------------
+    def io_loads(self) -> dict[int, float]:
+        live = [o for o in self.osts.values() if not self.osses[o.oss_id].stale]
+        busiest = max((o.rate for o in live), default=0.0)
+        if busiest < IDLE_RATE:
+            return {o.index: 0.0 for o in live}
+        return {o.index: min(1.0, max(0.0, o.rate / busiest)) for o in live}
+
+    def cluster(self, reserved: dict[int, int]) -> ClusterState:
+        """Fresh OSSs' OSTs with their free space less ``reserved`` bytes, and their congestion."""
+        loads = self.io_loads()
+        osts, osses = [], {}
+        for o in sorted(self.osts.values(), key=lambda o: o.index):
+            oss = self.osses.get(o.oss_id)
+            if oss is None or oss.stale:
+                continue
+            held_kb = -(-reserved.get(o.index, 0) // 1024)
+            avail = max(0, min(o.kbytes_avail, o.kbytes_total) - held_kb)
+            osts.append(OST(o.index, o.oss_id, o.kbytes_total, avail, io_load=loads.get(o.index, 0.0)))
+            osses[oss.oss_id] = OSS(oss.oss_id, min(100.0, oss.cpu_pct), min(100.0, oss.mem_pct))
+        return ClusterState.build(osts, list(osses.values()))
+
+    def allocated(self) -> None:
+        """An allocation pass saw the view as it is now."""
+        for o in self.osts.values():
+            o.avail_at_alloc = o.kbytes_avail
+        self.changed = False
+
+    # -- restart -----------------------------------------------------------------
+    @classmethod
+    def from_db(cls, engine: Engine, default_interval_s: float, stale_intervals: int = 3) -> "ClusterView":
+        """The view as the DB last recorded it (``received`` times keep their staleness)."""
+        view = cls(default_interval_s, stale_intervals)
+
+        def load(conn):
+            return conn.execute(select(OssRow)).all(), conn.execute(select(OstRow)).all()
+
+        oss_rows, ost_rows = read(engine, load)
+        members: dict[str, list[int]] = {}
+        for o in ost_rows:  # Core rows: columns by name
+            counters = None if o.read_bytes is None and o.write_bytes is None else (o.read_bytes or 0) + (o.write_bytes or 0)
+            view.osts[o.ost_index] = OstState(o.ost_index, o.name, o.oss_id, o.kbytes_total, o.kbytes_avail,
+                                              counters, epoch(o.sample_time) if counters is not None else None)
+            members.setdefault(o.oss_id, []).append(o.ost_index)
+        for s in oss_rows:
+            view.osses[s.oss_id] = OssState(s.oss_id, s.seq, epoch(s.sample_time), epoch(s.received),
+                                            s.interval_s or default_interval_s, s.cpu_pct, s.mem_pct,
+                                            tuple(sorted(members.get(s.oss_id, []))))
+        view.refresh()
+        return view
