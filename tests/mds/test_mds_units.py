@@ -1,0 +1,93 @@
+"""The MDS's message checks and live view, without sockets."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+
+import pytest
+
+from iez.db.stats import OssReport, OstReport
+from iez.mds.messages import Rejected, decode
+from iez.mds.view import IDLE_RATE, ClusterView
+
+GiB_KB = 1024 * 1024
+
+
+def message(**over) -> dict:
+    base = {"schema": "iez.oss-stats", "version": 1, "oss_id": "oss0", "seq": 1, "time": 1.8e9, "cpu_pct": 5.0,
+            "mem_pct": 10.0, "interval_s": 2.0,
+            "osts": [{"name": "fs-OST0000", "index": 0, "kbytes_total": 10 * GiB_KB, "kbytes_avail": 8 * GiB_KB}]}
+    base.update(over)
+    return base
+
+
+@pytest.mark.parametrize("frames, cause", [
+    ([b"not json"], "malformed"),
+    ([b"[1, 2]"], "malformed"),
+    ([b"\xff\xfe"], "malformed"),
+    ([json.dumps(message()).encode(), b"extra"], "malformed"),
+    ([json.dumps(message(version=2)).encode()], "version"),
+    ([json.dumps(message(version=True)).encode()], "version"),
+    ([json.dumps(message(schema="other")).encode()], "version"),
+    ([json.dumps(message(cpu_pct=150)).encode()], "invalid"),
+    ([json.dumps(message(osts=[{"name": "x", "index": 0, "kbytes_total": 5, "kbytes_avail": 9}])).encode()], "invalid"),
+    ([json.dumps(message(seq=-1)).encode()], "invalid"),
+    ([json.dumps({"schema": "iez.oss-stats", "version": 1}).encode()], "invalid"),
+])
+def test_bad_messages_are_rejected_with_their_cause(frames, cause):
+    with pytest.raises(Rejected) as err:
+        decode(frames)
+    assert err.value.cause == cause
+
+
+def test_a_good_message_decodes_to_a_report():
+    report = decode([json.dumps(message()).encode()]).to_report()
+    assert (report.oss_id, report.seq, report.interval_s, report.osts[0].kbytes_avail) == ("oss0", 1, 2.0, 8 * GiB_KB)
+    assert report.time == datetime(2027, 1, 15, 8, 0, tzinfo=timezone.utc).replace(tzinfo=None)
+
+
+def report(oss: str, seq: int, t: float, osts: dict[int, tuple[int, int]], interval: float = 1.0) -> OssReport:
+    """osts: index -> (kbytes_avail, write_bytes counter)."""
+    return OssReport(oss, seq, datetime.fromtimestamp(t, timezone.utc).replace(tzinfo=None), 10.0, 20.0,
+                     [OstReport(f"fs-OST{i:04x}", i, 10 * GiB_KB, a, 0, w) for i, (a, w) in osts.items()], interval)
+
+
+def test_an_oss_is_stale_after_three_of_its_intervals_and_fresh_when_it_reports():
+    view = ClusterView(default_interval_s=60)
+    view.apply(report("a", 1, 1000.0, {0: (GiB_KB, 0)}, interval=2.0), received=1000.0)
+    view.apply(report("b", 1, 1000.0, {1: (GiB_KB, 0)}, interval=60.0), received=1000.0)
+    assert view.refresh(now=1005.9) == ([], [])
+    assert view.refresh(now=1006.1) == (["a"], [])  # 3 x 2 s
+    assert [o.index for o in view.cluster({}).osts] == [1]
+    view.apply(report("a", 2, 1010.0, {0: (GiB_KB, 0)}, interval=2.0), received=1010.0)
+    assert view.refresh(now=1010.5) == ([], ["a"])
+    assert [o.index for o in view.cluster({}).osts] == [0, 1]
+
+
+def test_bandwidth_from_counters_becomes_io_load_and_reservations_reduce_free_space():
+    view = ClusterView()
+    view.apply(report("a", 1, 100.0, {0: (GiB_KB, 0), 1: (GiB_KB, 0), 2: (GiB_KB, 0)}), received=100.0)
+    view.apply(report("a", 2, 110.0, {0: (GiB_KB, 400 << 20), 1: (GiB_KB, 100 << 20), 2: (GiB_KB, 0)}), received=110.0)
+    loads = view.io_loads()
+    assert loads == {0: 1.0, 1: 0.25, 2: 0.0}
+    cluster = view.cluster({1: 3 * 2**20})
+    assert [o.io_load for o in cluster.osts] == [1.0, 0.25, 0.0]
+    assert cluster.osts[1].kbytes_avail == GiB_KB - 3 * 1024
+    # a counter reset (agent or server restart) is not a negative bandwidth
+    view.apply(report("a", 3, 120.0, {0: (GiB_KB, 5), 1: (GiB_KB, 200 << 20), 2: (GiB_KB, 0)}), received=120.0)
+    assert view.osts[0].rate == 0.0 and view.osts[1].rate == pytest.approx((100 << 20) / 10)
+    # below IDLE_RATE everything counts as idle
+    view.apply(report("a", 4, 130.0, {0: (GiB_KB, 6), 1: (GiB_KB, (200 << 20) + IDLE_RATE), 2: (GiB_KB, 0)}),
+               received=130.0)
+    assert set(view.io_loads().values()) == {0.0}
+
+
+def test_material_change_needs_one_percent_of_an_ost():
+    view = ClusterView()
+    view.apply(report("a", 1, 1.0, {0: (5 * GiB_KB, 0)}), received=1.0)
+    view.allocated()
+    view.apply(report("a", 2, 2.0, {0: (5 * GiB_KB - 1000, 0)}), received=2.0)
+    assert not view.changed
+    view.apply(report("a", 3, 3.0, {0: (5 * GiB_KB - GiB_KB // 5, 0)}), received=3.0)
+    assert view.changed
