@@ -77,7 +77,8 @@ class ClusterView:
             self.changed = True
         self.osses[report.oss_id] = OssState(
             report.oss_id, report.seq, sample, received, report.interval_s or self.default_interval_s,
-            report.cpu_pct, report.mem_pct, tuple(o.index for o in report.osts))
+            report.cpu_pct, report.mem_pct, tuple(o.index for o in report.osts),
+            stale=old.stale if old else False)  # refresh() reports it fresh again
         for o in report.osts:
             state = self.osts.get(o.index)
             counters = None if o.read_bytes is None and o.write_bytes is None else (o.read_bytes or 0) + (o.write_bytes or 0)
