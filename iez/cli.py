@@ -16,6 +16,7 @@ COMMAND_MODULES = (
     "iez.commands.alloc",
     "iez.commands.api",
     "iez.commands.mds",
+    "iez.commands.cluster",
     "iez.commands.layout",
     "iez.commands.trace",
 )
