@@ -52,7 +52,7 @@ class MdsConfig:
     congestion_weight: float = 0.2
     reservation_ttl_s: float = 86400.0
     poll_s: float = 1.0  # how often pending requests and resources are checked
-    flush_s: float = 0.2  # longest a received report waits before it is stored
+    flush_s: float = 1.0  # longest a received report waits before it is stored
     batch_max: int = 5000
     retain: timedelta = timedelta(days=7)
     allowed_oss: frozenset[str] | None = None
@@ -170,25 +170,26 @@ class MdsService:
     def receive(self, frames: list[bytes]) -> bool:
         """Validate one message and queue it for storing; False when it was dropped."""
         try:
-            message = decode(frames)
-            if self.config.allowed_oss is not None and message.oss_id not in self.config.allowed_oss:
-                raise Rejected("unknown_oss", f"OSS {message.oss_id!r} is not in the configured list")
-            last = self.view.last_seq(message.oss_id)
-            if last is not None and message.seq <= last:
-                raise Rejected("replayed", f"OSS {message.oss_id!r} seq {message.seq} after {last}")
+            report = decode(frames)
+            if self.config.allowed_oss is not None and report.oss_id not in self.config.allowed_oss:
+                raise Rejected("unknown_oss", f"OSS {report.oss_id!r} is not in the configured list")
+            last = self.view.last_seq(report.oss_id)
+            if last is not None and report.seq <= last:
+                raise Rejected("replayed", f"OSS {report.oss_id!r} seq {report.seq} after {last}")
         except Rejected as err:
             self.counters.dropped[err.cause] += 1
             if err.cause not in self._logged_causes:
                 self._logged_causes.add(err.cause)
                 log.warning("dropping message (%s); further drops of this cause are only counted", err)
             return False
-        report = message.to_report()
-        received = datetime.now(timezone.utc).replace(tzinfo=None)
-        was_stale = message.oss_id in self.view.stale()
-        self.view.apply(report, received.replace(tzinfo=timezone.utc).timestamp())
+        now = time.time()
+        received = datetime.fromtimestamp(now, timezone.utc).replace(tzinfo=None)
+        old = self.view.osses.get(report.oss_id)
+        was_stale = old is not None and old.stale
+        self.view.apply(report, now)
         if was_stale:
             self.view.refresh()
-            log.info("OSS %s reports again: its OSTs are back in allocation", message.oss_id)
+            log.info("OSS %s reports again: its OSTs are back in allocation", report.oss_id)
         if not self._batch:
             self._batch_since = time.monotonic()
         self._batch.append((report, received))
@@ -294,7 +295,10 @@ class MdsService:
             "time": time.time(),
             "messages": {"accepted": c.accepted, "stored": c.stored,
                          "dropped": {cause: c.dropped.get(cause, 0) for cause in CAUSES}},
-            "osses": {"fresh": self.view.fresh(), "stale": self.view.stale()},
+            "osses": {"fresh": self.view.fresh(), "stale": self.view.stale(),
+                      "last_seen": {o.oss_id: round(o.received, 3) for o in self.view.osses.values()},
+                      "stale_since": {o.oss_id: round(o.stale_since, 3) for o in self.view.osses.values()
+                                      if o.stale and o.stale_since}},
             "osts": len(self.view.osts),
             "allocation": {"passes": c.allocation_passes, "files": c.allocated, "deferred": c.deferred,
                            "failed": c.failed, "last": self._last_allocation},

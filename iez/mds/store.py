@@ -13,55 +13,87 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Sequence
 
-from sqlalchemy import Engine, delete, insert, select
-from sqlalchemy.dialects import mysql, sqlite
+from sqlalchemy import Engine, delete, select
 
 from iez.db.engine import is_sqlite, write_session
-from iez.db.models import OssRow, OssStat, OstRow, OstStat, Reservation, utcnow
+from iez.db.models import OssStat, OstStat, Reservation, utcnow
 from iez.db.stats import OssReport, release_caught_up
 
 
-def _upsert(engine: Engine, model, key: str, rows: list[dict]):
-    if is_sqlite(engine):
-        stmt = sqlite.insert(model)
-        return stmt.on_conflict_do_update(index_elements=[key], set_={c: stmt.excluded[c] for c in rows[0] if c != key})
-    stmt = mysql.insert(model)
-    return stmt.on_duplicate_key_update({c: stmt.inserted[c] for c in rows[0] if c != key})
+_OSS_SERIES = "INSERT INTO oss_stats (oss_id, seq, sample_time, cpu_pct, mem_pct) VALUES ({})"
+_OST_SERIES = ("INSERT INTO ost_stats (ost_index, oss_id, kbytes_total, kbytes_avail, read_bytes, write_bytes, "
+               "sample_time) VALUES ({})")
+_OSS_LATEST = {
+    "sqlite": "INSERT INTO oss (oss_id, seq, sample_time, received, cpu_pct, mem_pct, interval_s) VALUES ({}) "
+              "ON CONFLICT (oss_id) DO UPDATE SET seq = excluded.seq, sample_time = excluded.sample_time, "
+              "received = excluded.received, cpu_pct = excluded.cpu_pct, mem_pct = excluded.mem_pct, "
+              "interval_s = excluded.interval_s",
+    "mysql": "INSERT INTO oss (oss_id, seq, sample_time, received, cpu_pct, mem_pct, interval_s) VALUES ({}) "
+             "ON DUPLICATE KEY UPDATE seq = VALUES(seq), sample_time = VALUES(sample_time), "
+             "received = VALUES(received), cpu_pct = VALUES(cpu_pct), mem_pct = VALUES(mem_pct), "
+             "interval_s = VALUES(interval_s)",
+}
+_OST_LATEST = {
+    "sqlite": "INSERT INTO osts (ost_index, name, oss_id, kbytes_total, kbytes_avail, read_bytes, write_bytes, "
+              "sample_time) VALUES ({}) ON CONFLICT (ost_index) DO UPDATE SET name = excluded.name, "
+              "oss_id = excluded.oss_id, kbytes_total = excluded.kbytes_total, kbytes_avail = excluded.kbytes_avail, "
+              "read_bytes = excluded.read_bytes, write_bytes = excluded.write_bytes, sample_time = excluded.sample_time",
+    "mysql": "INSERT INTO osts (ost_index, name, oss_id, kbytes_total, kbytes_avail, read_bytes, write_bytes, "
+             "sample_time) VALUES ({}) ON DUPLICATE KEY UPDATE name = VALUES(name), oss_id = VALUES(oss_id), "
+             "kbytes_total = VALUES(kbytes_total), kbytes_avail = VALUES(kbytes_avail), "
+             "read_bytes = VALUES(read_bytes), write_bytes = VALUES(write_bytes), sample_time = VALUES(sample_time)",
+}
+
+
+def _sql(template: str, columns: int, sqlite_db: bool) -> str:
+    return template.format(", ".join(["?" if sqlite_db else "%s"] * columns))
+
+
+def _stamp(dt: datetime, sqlite_db: bool):
+    # SQLAlchemy stores SQLite datetimes as ISO text with microseconds; the driver-level path must match
+    return dt.isoformat(sep=" ", timespec="microseconds") if sqlite_db else dt
 
 
 def store_batch(engine: Engine, reports: Sequence[tuple[OssReport, datetime]]) -> int:
-    """Store ``(report, received)`` pairs; returns the number of reservations they ended."""
+    """Store ``(report, received)`` pairs; returns the number of reservations they ended.
+
+    Plain driver-level ``executemany`` statements: SQLAlchemy's per-row work
+    cost 250 µs a message, this about 20 (benchmarks/mds_bench.py).
+    """
     if not reports:
         return 0
+    lite = is_sqlite(engine)
+    dialect = "sqlite" if lite else "mysql"
     oss_series, ost_series = [], []
-    oss_latest: dict[str, dict] = {}
-    ost_latest: dict[int, dict] = {}
+    oss_latest: dict[str, tuple] = {}
+    ost_latest: dict[int, tuple] = {}
     for report, received in reports:
-        oss_series.append({"oss_id": report.oss_id, "seq": report.seq, "sample_time": report.time,
-                           "cpu_pct": report.cpu_pct, "mem_pct": report.mem_pct})
-        oss_latest[report.oss_id] = {"oss_id": report.oss_id, "seq": report.seq, "sample_time": report.time,
-                                     "received": received, "cpu_pct": report.cpu_pct, "mem_pct": report.mem_pct,
-                                     "interval_s": report.interval_s}
+        t = _stamp(report.time, lite)
+        oss_series.append((report.oss_id, report.seq, t, report.cpu_pct, report.mem_pct))
+        oss_latest[report.oss_id] = (report.oss_id, report.seq, t, _stamp(received, lite), report.cpu_pct,
+                                     report.mem_pct, report.interval_s)
         for o in report.osts:
-            values = {"ost_index": o.index, "oss_id": report.oss_id, "kbytes_total": o.kbytes_total,
-                      "kbytes_avail": o.kbytes_avail, "read_bytes": o.read_bytes, "write_bytes": o.write_bytes,
-                      "sample_time": report.time}
-            ost_series.append(values)
-            ost_latest[o.index] = {**values, "name": o.name}
+            ost_series.append((o.index, report.oss_id, o.kbytes_total, o.kbytes_avail, o.read_bytes, o.write_bytes, t))
+            ost_latest[o.index] = (o.index, o.name, report.oss_id, o.kbytes_total, o.kbytes_avail, o.read_bytes,
+                                   o.write_bytes, t)
     ended = 0
     with write_session(engine) as session:
-        session.execute(insert(OssStat), oss_series)
-        if ost_series:
-            session.execute(insert(OstStat), ost_series)
-        latest = list(oss_latest.values())
-        session.execute(_upsert(engine, OssRow, "oss_id", latest), latest)
+        raw = session.connection().connection.driver_connection
+        cursor = raw.cursor()
+        try:
+            cursor.executemany(_sql(_OSS_SERIES, 5, lite), oss_series)
+            if ost_series:
+                cursor.executemany(_sql(_OST_SERIES, 7, lite), ost_series)
+            cursor.executemany(_sql(_OSS_LATEST[dialect], 7, lite), list(oss_latest.values()))
+            if ost_latest:
+                cursor.executemany(_sql(_OST_LATEST[dialect], 8, lite), list(ost_latest.values()))
+        finally:
+            cursor.close()
         if ost_latest:
-            rows = list(ost_latest.values())
-            session.execute(_upsert(engine, OstRow, "ost_index", rows), rows)
             waiting = set(session.execute(
                 select(Reservation.ost_index).where(Reservation.avail_kb_at.is_not(None)).distinct()).scalars())
             for index in waiting & set(ost_latest):
-                ended += release_caught_up(session, index, ost_latest[index]["kbytes_avail"])
+                ended += release_caught_up(session, index, ost_latest[index][4])
     return ended
 
 

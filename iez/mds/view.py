@@ -41,6 +41,7 @@ class OssState:
     mem_pct: float
     osts: tuple[int, ...] = ()
     stale: bool = False
+    stale_since: float | None = None  # when refresh() found it stale (MDS clock)
 
 
 @dataclass
@@ -105,6 +106,7 @@ class ClusterView:
             stale = now - state.received > self.stale_intervals * state.interval_s
             if stale and not state.stale:
                 went_stale.append(state.oss_id)
+                state.stale_since = now
             elif state.stale and not stale:
                 came_back.append(state.oss_id)
             state.stale = stale
