@@ -136,10 +136,10 @@ static void init(void)
         copy(cfg.db, sizeof cfg.db, env("IEZ_DB"));
     else
         snprintf(cfg.db, sizeof cfg.db, "%s/iez.db", cfg.state_dir);
-    if (strncmp(cfg.db, "mysql://", 8) != 0 && strncmp(cfg.db, "mariadb://", 10) != 0) {
+    if (!iez_db_is_mysql(cfg.db)) {
         const char *file = cfg.db;
         if (!strncmp(file, "sqlite:///", 10))
-            file += 9; /* sqlite:////abs/path -> /abs/path, sqlite:///rel -> /rel */
+            file += 10; /* as SQLAlchemy reads it: sqlite:////abs -> /abs, sqlite:///rel -> rel (relative) */
         iez_abspath(-100, file, cfg.db_file, sizeof cfg.db_file);
     }
 

@@ -43,13 +43,9 @@ static int take(const char *s, const char *e, char *out, size_t outlen)
 int iez_parse_mysql_url(const char *url, struct iez_mysql_url *u)
 {
     memset(u, 0, sizeof *u);
-    const char *p;
-    if (!strncmp(url, "mysql://", 8))
-        p = url + 8;
-    else if (!strncmp(url, "mariadb://", 10))
-        p = url + 10;
-    else
+    if (!iez_db_is_mysql(url))
         return -1;
+    const char *p = strstr(url, "://") + 3;
     const char *slash = strchr(p, '/');
     if (!slash)
         return -1;
@@ -86,9 +82,22 @@ int iez_parse_mysql_url(const char *url, struct iez_mysql_url *u)
 
 static const struct iez_backend *choose(const struct iez_config *c)
 {
-    if (!strncmp(c->db, "mysql://", 8) || !strncmp(c->db, "mariadb://", 10))
-        return &iez_mariadb_backend;
-    return &iez_sqlite_backend;
+    return iez_db_is_mysql(c->db) ? &iez_mariadb_backend : &iez_sqlite_backend;
+}
+
+/* mysql://, mariadb://, and SQLAlchemy's mysql+driver:// and mariadb+driver:// forms. */
+int iez_db_is_mysql(const char *db)
+{
+    const char *rest;
+    if (!strncmp(db, "mysql", 5))
+        rest = db + 5;
+    else if (!strncmp(db, "mariadb", 7))
+        rest = db + 7;
+    else
+        return 0;
+    if (*rest == '+')
+        rest += strcspn(rest, ":/");
+    return !strncmp(rest, "://", 3);
 }
 
 int iez_db_lookup(const char *abspath, struct iez_layout *out)
@@ -96,9 +105,10 @@ int iez_db_lookup(const char *abspath, struct iez_layout *out)
     const struct iez_config *c = iez_cfg();
     if (__atomic_load_n(&disabled, __ATOMIC_RELAXED))
         return IEZ_LOOKUP_ERROR;
-    double deadline = iez_now() + c->timeout_ms / 1000.0;
     int rc = IEZ_LOOKUP_ERROR;
     pthread_mutex_lock(&db_lock);
+    /* The time-out bounds this lookup, not the wait behind other threads' lookups. */
+    double deadline = iez_now() + c->timeout_ms / 1000.0;
     if (disabled)
         goto out;
     if (!backend)

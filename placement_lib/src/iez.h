@@ -102,6 +102,7 @@ struct iez_mysql_url {
     unsigned port;
 };
 int iez_parse_mysql_url(const char *url, struct iez_mysql_url *out);
+int iez_db_is_mysql(const char *db);
 
 struct iez_backend {
     const char *name;
@@ -122,6 +123,8 @@ struct iez_created {
  * and has an allocation. On return c->created says whether iez created it;
  * errno is preserved. */
 void iez_place_before(int dirfd, const char *path, unsigned mode, struct iez_created *c);
+/* Set while an MPI-IO or HDF5 call that iez already placed runs: its inner opens skip the lookup. */
+extern IEZ_TLS int iez_decided;
 /* After the application's call failed although iez created the file: remove it. */
 void iez_place_undo(int dirfd, const char *path, const struct iez_created *c);
 
@@ -130,6 +133,8 @@ void iez_count_hit(void);
 void iez_count_miss(void);
 void iez_count_error(void);
 void iez_report_flush(void); /* at exit: counts file, and the trace in trace mode */
+void iez_report_before_exec(void); /* exec replaces the process: write what it has now */
+void iez_report_exec_failed(void); /* ... and start afresh if the exec did not happen */
 /* The process that owns libiez's state: a vfork() child shares the parent's
  * memory but runs no atfork handler, so it must not touch that state. */
 extern pid_t iez_owner_pid;
@@ -151,6 +156,7 @@ void iez_trace_add_bytes(void *record, uint64_t bytes);
 int iez_trace_write_csv(int fd);
 int iez_trace_has_records(void);
 void iez_trace_atfork_child(void);
+void iez_trace_forget_written(void);
 extern IEZ_TLS int iez_in_mpi_write; /* POSIX writes inside MPI-IO writes are not counted twice */
 
 #endif

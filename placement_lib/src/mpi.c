@@ -128,9 +128,16 @@ IEZ_EXPORT int MPI_File_open(handle comm, const char *filename, int amode, handl
     struct iez_created c = { 0 };
     /* With MPI_MODE_EXCL the amode must stay as given on every rank: the POSIX
      * open inside MPI places the file instead. O_EXCL below keeps one creator. */
-    if (cfg->mode == IEZ_MODE_PLACE && (amode & MPI_MODE_CREATE) && !(amode & MPI_MODE_EXCL))
+    int decided = cfg->mode == IEZ_MODE_PLACE && (amode & MPI_MODE_CREATE) && !(amode & MPI_MODE_EXCL);
+    if (decided)
         iez_place_before(AT_FDCWD, path, 0666, &c);
+    iez_decided += decided; /* the opens inside MPI must not look the same file up again */
     int rc = real(comm, filename, amode, info, fh);
+    iez_decided -= decided;
+    /* A collective call cannot be repeated on one rank alone: remove what iez created and
+     * return the failure, which did not come from the file iez made (it was new and empty). */
+    if (rc != 0 && c.created)
+        iez_place_undo(AT_FDCWD, path, &c);
     if (rc == 0 && cfg->mode == IEZ_MODE_TRACE && fh) {
         int saved = errno;
         char abspath[IEZ_PATH_MAX];
@@ -226,11 +233,12 @@ IEZ_EXPORT int64_t H5Fcreate(const char *name, unsigned flags, int64_t fcpl, int
     if (!iez_busy && name && !(flags & H5F_ACC_EXCL) && iez_cfg()->mode == IEZ_MODE_PLACE) {
         struct iez_created c = { 0 };
         iez_place_before(AT_FDCWD, name, 0666, &c);
+        iez_decided++; /* HDF5's own open() of the file is not looked up again */
         int64_t id = real(name, flags, fcpl, fapl);
-        if (id < 0 && c.created) {
+        iez_decided--;
+        /* parallel HDF5 makes H5Fcreate collective: never repeat it on one rank; undo only */
+        if (id < 0 && c.created)
             iez_place_undo(AT_FDCWD, name, &c);
-            id = real(name, flags, fcpl, fapl);
-        }
         return id;
     }
     return real(name, flags, fcpl, fapl);

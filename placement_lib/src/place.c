@@ -12,6 +12,8 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+IEZ_TLS int iez_decided;
+
 /* Removes the file iez created at (dirfd, path) if it is still that inode. */
 static void remove_created(int dirfd, const char *path, dev_t dev, ino_t ino)
 {
@@ -45,7 +47,7 @@ void iez_place_before(int dirfd, const char *path, unsigned mode, struct iez_cre
 {
     c->created = 0;
     const struct iez_config *cfg = iez_cfg();
-    if (cfg->mode != IEZ_MODE_PLACE || iez_busy || !path)
+    if (cfg->mode != IEZ_MODE_PLACE || iez_busy || iez_decided || !path)
         return;
     int saved = errno;
     iez_busy++;

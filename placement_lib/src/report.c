@@ -160,6 +160,23 @@ static int fill_trace(int fd, void *arg)
     return iez_trace_write_csv(fd);
 }
 
+void iez_report_before_exec(void)
+{
+    iez_report_flush();
+}
+
+void iez_report_exec_failed(void)
+{
+    if (!iez_is_owner())
+        return;
+    /* what was counted is in the report already: the process continues with empty counts */
+    __atomic_store_n(&hits, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&misses, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&errors, 0, __ATOMIC_RELAXED);
+    iez_trace_forget_written();
+    __atomic_store_n(&flushed, 0, __ATOMIC_RELEASE);
+}
+
 void iez_report_flush(void)
 {
     if (!iez_is_owner() || __atomic_exchange_n(&flushed, 1, __ATOMIC_ACQ_REL))

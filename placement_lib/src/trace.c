@@ -206,6 +206,17 @@ int iez_trace_has_records(void)
     return 0;
 }
 
+/* After a report was written but the process goes on (a failed exec): count afresh. */
+void iez_trace_forget_written(void)
+{
+    pthread_mutex_lock(&lock);
+    for (struct record *r = all; r; r = r->next) {
+        __atomic_store_n(&r->bytes, 0, __ATOMIC_RELAXED);
+        r->opened_here = 0;
+    }
+    pthread_mutex_unlock(&lock);
+}
+
 /* A child starts with the parent's open descriptors but none of its bytes. */
 void iez_trace_atfork_child(void)
 {

@@ -1,0 +1,124 @@
+"""The message an agent publishes (schema ``iez.oss-stats``, version 1; see SCHEMA.md).
+
+One message per interval: OSS identity, a sequence number, the sample time, CPU and
+memory utilisation, and one entry per OST. Encoded as one UTF-8 JSON object.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable
+
+from agents import AgentError
+from agents.lctl import OstReading, ost_index
+
+__all__ = [
+    "SCHEMA",
+    "VERSION",
+    "Sequencer",
+    "build_message",
+    "encode",
+    "select_osts",
+]
+
+SCHEMA = "iez.oss-stats"
+VERSION = 1
+INT64_MAX = 2**63 - 1
+MAX_OST_INDEX = 65535
+
+
+class Sequencer:
+    """``seq`` values: a time-based start (Unix milliseconds), then +1 per message.
+
+    An agent that restarts starts again from the clock, which is ahead of every
+    value the previous run used (it sent at most one message per second), so the
+    MDS sees ``seq`` keep increasing for an OSS across restarts.
+    """
+
+    def __init__(self, start: int | None = None) -> None:
+        self._next = int(time.time() * 1000) if start is None else int(start)
+
+    def next(self) -> int:
+        value = self._next
+        self._next += 1
+        return value
+
+
+def select_osts(readings: dict[str, OstReading], *, wanted: Iterable[str] = (), fsname: str | None = None,
+                warn: Callable[[str], None] = lambda _msg: None) -> list[dict]:
+    """The OST entries of a message, sorted by file system and index.
+
+    ``wanted``: the OSTs declared for this OSS (others are left out; declared ones
+    that are missing or incomplete produce a warning). ``fsname``: keep one file
+    system. OSTs without both capacity values, with zero capacity or an index
+    above 65535 are left out with a warning. Two OSTs with the same index (two
+    file systems on one OSS) are an error: the MDS keys OSTs by index.
+    """
+    by_key = {(r.fsname, r.index): r for r in readings.values()}
+    chosen: list[OstReading] = []
+    if wanted:
+        for name in dict.fromkeys(wanted):
+            ident = ost_index(name)
+            reading = by_key.get(ident) if ident else None
+            if reading is None:
+                warn(f"declared OST {name} not found")
+            elif reading not in chosen:
+                chosen.append(reading)
+    else:
+        chosen = list(readings.values())
+    if fsname:
+        chosen = [r for r in chosen if r.fsname == fsname]
+
+    entries: list[dict] = []
+    owner: dict[int, str] = {}
+    for r in sorted(chosen, key=lambda r: (r.fsname, r.index)):
+        if not r.complete:
+            missing = " and ".join(p for p, v in (("kbytestotal", r.kbytes_total), ("kbytesavail", r.kbytes_avail))
+                                   if v is None)
+            warn(f"skipping {r.name}: no {missing}")
+            continue
+        if r.kbytes_total == 0:
+            warn(f"skipping {r.name}: kbytestotal is 0 ({r.origin.get('kbytes_total', '?')})")
+            continue
+        if r.index > MAX_OST_INDEX:
+            warn(f"skipping {r.name}: OST index {r.index} is above {MAX_OST_INDEX}")
+            continue
+        if r.index in owner:
+            raise AgentError(f"{owner[r.index]} and {r.name} have the same OST index {r.index}; "
+                             f"choose one file system with fsname= or list the OSTs with osts=")
+        owner[r.index] = r.name
+        total = min(r.kbytes_total, INT64_MAX)  # type: ignore[type-var]
+        avail = r.kbytes_avail
+        if avail > total:  # type: ignore[operator]
+            warn(f"{r.name}: kbytesavail {avail} exceeds kbytestotal {total}; reporting {total}")
+            avail = total
+        entry = {"name": r.name, "index": r.index, "kbytes_total": total, "kbytes_avail": avail}
+        for key in ("read_bytes", "write_bytes"):
+            value = getattr(r, key)
+            entry[key] = value if value is None or value <= INT64_MAX else None
+        entries.append(entry)
+    return entries
+
+
+def build_message(*, oss_id: str, host: str, seq: int, sample_time: float, interval_s: float,
+                  cpu_pct: float, mem_pct: float, osts: list[dict], source: str) -> dict:
+    """A version-1 message (field order as in SCHEMA.md)."""
+    return {
+        "schema": SCHEMA,
+        "version": VERSION,
+        "oss_id": oss_id,
+        "host": host,
+        "seq": seq,
+        "time": round(sample_time, 3),
+        "interval_s": int(interval_s) if float(interval_s).is_integer() else interval_s,
+        "cpu_pct": cpu_pct,
+        "mem_pct": mem_pct,
+        "source": source,
+        "osts": osts,
+    }
+
+
+def encode(message: dict) -> bytes:
+    """Compact UTF-8 JSON, one object (no NaN or infinity)."""
+    return json.dumps(message, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")

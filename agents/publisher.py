@@ -1,0 +1,168 @@
+"""Publish messages to the MDS over a ZeroMQ PUB socket that connects to it.
+
+The MDS binds a SUB socket; every agent connects, so agents can come and go and the
+MDS needs no list of them. ZeroMQ reconnects by itself when the MDS restarts.
+
+* ``SNDHWM`` is small and ``LINGER`` is 0: when the MDS is slow or away, old
+  statistics are dropped rather than queued, and the agent never blocks on exit.
+  (A run that stops after ``--count`` messages gives the last one up to a second.)
+* A PUB socket only sends to peers that have subscribed, so before the first
+  message the agent waits (briefly) until the connection's handshake is done.
+* CURVE: with the MDS's public key and the agent's secret key (``zmq.auth``
+  certificate files, see :mod:`agents.keys`), the connection is authenticated
+  and encrypted; an MDS running a ZAP authenticator accepts only known keys.
+
+A socket monitor reports connection changes and rejected handshakes on stderr.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+
+import zmq
+import zmq.auth
+from zmq.utils.monitor import recv_monitor_message
+
+from agents import AgentError
+
+__all__ = ["Publisher", "load_curve_keys"]
+
+_EVENTS = (zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_HANDSHAKE_FAILED_AUTH
+           | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
+           | zmq.EVENT_DISCONNECTED)
+_SLICE_MS = 200
+
+
+def _stderr(message: str) -> None:
+    print(f"iez-agent: {message}", file=sys.stderr, flush=True)
+
+
+def _load(path: str, what: str) -> tuple[bytes, bytes | None]:
+    try:
+        return zmq.auth.load_certificate(path)
+    except OSError:
+        raise AgentError(f"{what} {path}: no such file") from None
+    except ValueError:
+        raise AgentError(f"{what} {path}: no public-key in it (not a zmq certificate file)") from None
+
+
+def load_curve_keys(server_key_file: str, secret_key_file: str) -> tuple[bytes, bytes, bytes]:
+    """(server public, client public, client secret) from zmq.auth certificate files."""
+    server_public, _ = _load(server_key_file, "CURVE server key")
+    client_public, client_secret = _load(secret_key_file, "CURVE secret key")
+    if client_secret is None:
+        raise AgentError(f"CURVE secret key {secret_key_file}: no secret-key in it "
+                         f"(give this agent's .key_secret file)")
+    for key, path in ((server_public, server_key_file), (client_public, secret_key_file),
+                      (client_secret, secret_key_file)):
+        if len(key) != 40:
+            raise AgentError(f"{path}: a CURVE key must be 40 Z85 characters, found {len(key)}")
+    return server_public, client_public, client_secret
+
+
+class Publisher:
+    """A connected PUB socket plus a monitor of its connection."""
+
+    def __init__(self, endpoint: str, *, server_key_file: str | None = None, secret_key_file: str | None = None,
+                 sndhwm: int = 8, log: Callable[[str], None] = _stderr) -> None:
+        self.endpoint = endpoint
+        self.log = log
+        self.connected = False
+        self._last_problem: str | None = None
+        self.ctx = zmq.Context()
+        self.sock = self.ctx.socket(zmq.PUB)
+        try:
+            self.sock.setsockopt(zmq.SNDHWM, sndhwm)
+            self.sock.setsockopt(zmq.LINGER, 0)
+            self.sock.setsockopt(zmq.RECONNECT_IVL, 100)
+            self.sock.setsockopt(zmq.RECONNECT_IVL_MAX, 5000)
+            self.sock.setsockopt(zmq.TCP_KEEPALIVE, 1)
+            if server_key_file and secret_key_file:
+                server_public, public, secret = load_curve_keys(server_key_file, secret_key_file)
+                self.sock.curve_secretkey = secret
+                self.sock.curve_publickey = public
+                self.sock.curve_serverkey = server_public
+            self.monitor = self.sock.get_monitor_socket(_EVENTS)
+            self.sock.connect(endpoint)
+        except zmq.ZMQError as err:
+            self._close_quietly()
+            raise AgentError(f"cannot connect to {endpoint}: {err}") from None
+        except AgentError:
+            self._close_quietly()
+            raise
+
+    # -- connection events -------------------------------------------------
+    def _handle(self, event: dict) -> None:
+        kind = event["event"]
+        if kind == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+            if not self.connected:
+                self.log(f"connected to the MDS at {self.endpoint}")
+            self.connected = True
+            self._last_problem = None
+            return
+        if kind == zmq.EVENT_DISCONNECTED:
+            if self.connected:
+                self.log(f"lost the connection to {self.endpoint}; reconnecting")
+            self.connected = False
+            return
+        if kind == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
+            problem = (f"the MDS at {self.endpoint} refused this agent's key "
+                       f"(ZAP status {event['value']}): is its public key in the MDS's allowed keys?")
+        elif kind == zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL:
+            problem = (f"handshake with {self.endpoint} failed (protocol error {event['value']:#x}): "
+                       f"do the agent and the MDS agree on CURVE and on the MDS key?")
+        else:
+            problem = f"handshake with {self.endpoint} failed: are CURVE settings the same on both sides?"
+        self.connected = False
+        if problem != self._last_problem:
+            self.log(problem)
+            self._last_problem = problem
+
+    def poll(self, timeout_ms: int = 0) -> None:
+        """Handle the connection events that arrive within ``timeout_ms``."""
+        if self.monitor.poll(timeout_ms):
+            while True:
+                try:
+                    event = recv_monitor_message(self.monitor, zmq.NOBLOCK)
+                except zmq.Again:
+                    break
+                self._handle(event)
+
+    def wait(self, seconds: float, stop: Callable[[], bool] = lambda: False,
+             until_connected: bool = False) -> None:
+        """Sleep ``seconds`` while handling events; return early on ``stop()``
+        (or, with ``until_connected``, once the handshake is done)."""
+        deadline = time.monotonic() + seconds
+        while not stop() and not (until_connected and self.connected):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            self.poll(max(1, min(_SLICE_MS, int(left * 1000))))
+
+    # -- messages ------------------------------------------------------------
+    def send(self, data: bytes) -> bool:
+        """Queue one single-frame message; False when it had to be dropped."""
+        self.poll(0)
+        try:
+            self.sock.send(data, zmq.NOBLOCK)
+        except zmq.Again:
+            return False
+        return True
+
+    def close(self, linger_ms: int = 0) -> None:
+        try:
+            self.sock.disable_monitor()
+        except zmq.ZMQError:
+            pass
+        self.monitor.close(linger=0)
+        self.sock.close(linger=linger_ms)
+        self.ctx.term()
+
+    def _close_quietly(self) -> None:
+        monitor = getattr(self, "monitor", None)
+        if monitor is not None:
+            monitor.close(linger=0)
+        self.sock.close(linger=0)
+        self.ctx.term()
