@@ -40,9 +40,10 @@ ALLOCATION_STATES = (PLANNED, APPLIED, STALE)
 #: ``source`` values of a write request.
 REQUEST_SOURCES = ("traced", "predicted", "darshan", "manual")
 
-# Case-sensitive path text on MariaDB (its default collation folds case).
+# Exact path text on MariaDB: its default collation folds case, and utf8mb4_bin pads
+# trailing spaces ("a " = "a"); utf8mb4_nopad_bin compares every byte (migration 0003).
 PathText = String(MAX_PATH_BYTES).with_variant(
-    mysql.VARCHAR(MAX_PATH_BYTES, charset="utf8mb4", collation="utf8mb4_bin"), "mysql", "mariadb"
+    mysql.VARCHAR(MAX_PATH_BYTES, charset="utf8mb4", collation="utf8mb4_nopad_bin"), "mysql", "mariadb"
 )
 # Microsecond timestamps on MariaDB (DATETIME defaults to whole seconds there).
 Timestamp = DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
