@@ -7,6 +7,9 @@ from datetime import datetime, timezone
 
 import pytest
 
+from hypothesis import given, settings, strategies as st
+
+from iez.api.schemas import OssStats
 from iez.db.stats import OssReport, OstReport
 from iez.mds.messages import Rejected, decode
 from iez.mds.view import IDLE_RATE, ClusterView
@@ -42,7 +45,7 @@ def test_bad_messages_are_rejected_with_their_cause(frames, cause):
 
 
 def test_a_good_message_decodes_to_a_report():
-    report = decode([json.dumps(message()).encode()]).to_report()
+    report = decode([json.dumps(message()).encode()])
     assert (report.oss_id, report.seq, report.interval_s, report.osts[0].kbytes_avail) == ("oss0", 1, 2.0, 8 * GiB_KB)
     assert report.time == datetime(2027, 1, 15, 8, 0, tzinfo=timezone.utc).replace(tzinfo=None)
 
@@ -91,3 +94,39 @@ def test_material_change_needs_one_percent_of_an_ost():
     assert not view.changed
     view.apply(report("a", 3, 3.0, {0: (5 * GiB_KB - GiB_KB // 5, 0)}), received=3.0)
     assert view.changed
+
+
+json_values = st.one_of(st.none(), st.booleans(), st.integers(-5, 2**64), st.floats(allow_nan=False, allow_infinity=False),
+                        st.text(max_size=5), st.just(""), st.just("é"))
+ost_objects = st.fixed_dictionaries(
+    {"name": st.one_of(st.just("fs-OST0001"), json_values), "index": st.one_of(st.integers(-1, 70000), json_values),
+     "kbytes_total": st.one_of(st.integers(-1, 2**63), json_values),
+     "kbytes_avail": st.one_of(st.integers(-1, 2**63), json_values)},
+    optional={"read_bytes": st.one_of(st.integers(-1, 2**63), json_values),
+              "write_bytes": st.one_of(st.integers(-1, 2**63), json_values), "extra": json_values})
+
+
+@settings(max_examples=400, deadline=None)
+@given(oss_id=st.one_of(st.just("oss0"), json_values), seq=st.one_of(st.integers(-1, 2**63), json_values),
+       cpu=st.one_of(st.floats(-1, 101), json_values), mem=st.one_of(st.floats(0, 100), json_values),
+       interval=st.one_of(st.none(), st.floats(-1, 90000), json_values),
+       osts=st.one_of(st.lists(ost_objects, max_size=3), json_values))
+def test_the_fast_checks_agree_with_the_api_schema_on_json_numbers(oss_id, seq, cpu, mem, interval, osts):
+    """The MDS accepts exactly what the API's schema accepts in strict mode (JSON types as they are)."""
+    msg = {"schema": "iez.oss-stats", "version": 1, "oss_id": oss_id, "seq": seq, "time": "2027-01-15T08:00:00Z",
+           "cpu_pct": cpu,
+           "mem_pct": mem, "interval_s": interval, "osts": osts}
+    frame = json.dumps(msg).encode()
+    try:
+        api = OssStats.model_validate_json(frame, strict=True).to_report()
+    except Exception:
+        api = None
+    try:
+        fast = decode([frame])
+    except Rejected as err:
+        assert err.cause == "invalid"
+        fast = None
+    if api is None or fast is None:
+        assert api is fast is None, (api, fast)
+    else:
+        assert fast == api
