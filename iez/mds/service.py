@@ -26,12 +26,11 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import zmq
-from sqlalchemy import Engine, exists, select
+from sqlalchemy import Engine, text
 
 from iez.allocate import AllocationError
 from iez.db.allocations import allocate_app
 from iez.db.engine import read
-from iez.db.models import STALE, AllocationRow, Application, WriteRequestRow
 from iez.db.stats import reserved_bytes
 from iez.mds.messages import CAUSES, Rejected, decode
 from iez.mds.resources import NodeSampler, Usage
@@ -214,18 +213,14 @@ class MdsService:
                         oss, self.config.stale_intervals)
 
     # -- allocation ---------------------------------------------------------------------
+    _PENDING = text(
+        "SELECT a.name, COUNT(*) FROM applications a JOIN write_requests w ON w.app_id = a.id "
+        "WHERE NOT EXISTS (SELECT 1 FROM allocations l WHERE l.request_id = w.id AND l.state <> 'stale') "
+        "GROUP BY a.name")
+
     def pending_apps(self) -> frozenset[tuple[str, int]]:
-        live = exists().where(AllocationRow.request_id == WriteRequestRow.id, AllocationRow.state != STALE)
-
-        def query(conn):
-            from sqlalchemy import func
-
-            rows = conn.execute(select(Application.name, func.count())
-                                .join(WriteRequestRow, WriteRequestRow.app_id == Application.id)
-                                .where(~live).group_by(Application.name))
-            return frozenset((name, int(n)) for name, n in rows)
-
-        return read(self.engine, query)
+        """Applications with requests that have no live allocation, and how many (one plain query a second)."""
+        return read(self.engine, lambda conn: frozenset((name, int(n)) for name, n in conn.execute(self._PENDING)))
 
     def allocate_if_due(self) -> int:
         """Allocate pending requests when something changed and the node has room; returns files placed."""
