@@ -1,7 +1,8 @@
 """``iez trace``: turn what traced runs wrote into write requests, and store them for allocation.
 
 One sub-action per source of traces; each adds itself through :data:`ACTIONS`.
-``parse`` reads the placement library's tracing-mode CSV files.
+``parse`` reads the placement library's tracing-mode CSV files;
+``import-darshan`` reads a Darshan log (:mod:`iez.trace.darshan`).
 
 Stored requests go through ``upsert_requests`` (the same file again updates
 its row), and counts become ``runs`` rows; a run already stored with the same
@@ -27,6 +28,7 @@ from iez.db import open_db
 from iez.db.engine import write_session
 from iez.db.models import Run
 from iez.db.requests import RequestIn, application, upsert_requests
+from iez.trace.darshan import DarshanImport, read_log
 from iez.trace.parse import ParsedRun, Request, RunCounts, parse_dir
 
 #: Columns of ``--out``: what ``iez simulate --replay`` (``load_requests``) reads.
@@ -58,8 +60,27 @@ def _add_parse(actions) -> None:
     p.set_defaults(handler=_parse)
 
 
+def _add_import_darshan(actions) -> None:
+    p = actions.add_parser(
+        "import-darshan", help="turn a Darshan log into one write request per file written",
+        description="Read the POSIX, MPI-IO, STDIO, H5F and LUSTRE records of a Darshan log and print one "
+        "write request per file written (rank -1 for a file several ranks wrote; stripe size, count and OSTs "
+        "from the LUSTRE records when the log has them).")
+    p.add_argument("log", metavar="LOG", help="a Darshan log (.darshan)")
+    p.add_argument("--json", action="store_true", help="print a JSON list of {file, write_bytes, stripe_count, "
+                   "stripe_size, rank, ost_ids}")
+    p.add_argument("--out", metavar="FILE.csv", help=f"also write the requests as CSV ({','.join(OUT_COLUMNS)}), "
+                   "replayable with iez simulate --replay")
+    p.add_argument("--keep-read", action="store_true", help="keep files nothing was written to (only read or "
+                   "opened), with write_bytes 0")
+    p.add_argument("--store", action="store_true", help="store the requests (source darshan) in the DB")
+    p.add_argument("--app", metavar="NAME", help="application to store the requests under (needed with --store)")
+    add_db_option(p)
+    p.set_defaults(handler=_import_darshan)
+
+
 #: Sub-actions of ``iez trace``, each ``add(actions)``.
-ACTIONS: Sequence[Callable] = (_add_parse,)
+ACTIONS: Sequence[Callable] = (_add_parse, _add_import_darshan)
 
 
 def app_name(given: str | None, apps: Sequence[str]) -> str:
@@ -127,6 +148,42 @@ def _parse(args: argparse.Namespace) -> int:
               f"({stored['runs_already_stored']} already there) for {stored['app']!r} in {stored['db']}",
               file=sys.stderr if args.json else sys.stdout)
     return 0
+
+
+@db_errors
+def _import_darshan(args: argparse.Namespace) -> int:
+    if not args.store and (args.db or args.app):
+        raise ValueError("--db and --app only apply with --store")
+    if args.store and not args.app:
+        raise ValueError("--store needs --app NAME")
+    imported = read_log(args.log, keep_read=args.keep_read)
+    stored = store(settings_from(args), args.app, imported.requests, [], source="darshan") if args.store else None
+    if args.out:
+        write_requests_csv(args.out, imported.requests)
+    note = sys.stderr if args.json else sys.stdout
+    if args.json:
+        print(json.dumps([r.to_dict() for r in imported.requests]))
+    else:
+        _print_darshan_table(imported)
+    if imported.partial_modules:
+        print(f"note: the log's {', '.join(imported.partial_modules)} module ran out of record memory while "
+              "the job ran: some files may be missing", file=note)
+    if stored:
+        print(f"stored {stored['requests']} requests for {stored['app']!r} in {stored['db']}", file=note)
+    return 0
+
+
+def _print_darshan_table(imported: DarshanImport) -> None:
+    kept = "files" if any(r.write_bytes == 0 for r in imported.requests) else "write requests"
+    print(f"{len(imported.requests)} {kept} in {imported.path} ({imported.nprocs} processes, job "
+          f"{imported.jobid}; modules: {', '.join(imported.modules) or 'none'})")
+    if imported.requests:
+        print(f"{'rank':>6} {'write_bytes':>16} {'stripes':>7} {'stripe_size':>12}  {'osts':<16} file")
+        for r in imported.requests:
+            size = "-" if r.stripe_size is None else str(r.stripe_size)
+            osts = "-" if r.ost_ids is None else ",".join(map(str, r.ost_ids))
+            osts = osts if len(osts) <= 16 else osts[:13] + "..."
+            print(f"{r.rank:>6} {r.write_bytes:>16} {r.stripe_count:>7} {size:>12}  {osts:<16} {r.file}")
 
 
 def _print_table(parsed: ParsedRun) -> None:
