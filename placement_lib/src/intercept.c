@@ -203,61 +203,57 @@ IEZ_EXPORT FILE *fopen64(const char *path, const char *mode)
 
 /* ---- tracing: writes and closes ------------------------------------------- */
 
+/* Writes: the descriptor table exists only in tracing mode, so iez_trace_written's first
+ * load is the whole cost elsewhere. Opens and closes still ask the configuration. */
 #define TRACING() (__builtin_expect(iez_cfg()->mode == IEZ_MODE_TRACE, 0) && !iez_busy)
+#define COUNT_WRITE(fd, r) do { if ((r) > 0) iez_trace_written((fd), (r)); } while (0)
 
 IEZ_EXPORT ssize_t write(int fd, const void *buf, size_t n)
 {
     ssize_t r = REAL(write, ssize_t (*)(int, const void *, size_t))(fd, buf, n);
-    if (r > 0 && TRACING())
-        iez_trace_written(fd, r);
+    COUNT_WRITE(fd, r);
     return r;
 }
 
 IEZ_EXPORT ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
 {
     ssize_t r = REAL(pwrite, ssize_t (*)(int, const void *, size_t, off_t))(fd, buf, n, off);
-    if (r > 0 && TRACING())
-        iez_trace_written(fd, r);
+    COUNT_WRITE(fd, r);
     return r;
 }
 
 IEZ_EXPORT ssize_t pwrite64(int fd, const void *buf, size_t n, off_t off)
 {
     ssize_t r = REAL(pwrite64, ssize_t (*)(int, const void *, size_t, off_t))(fd, buf, n, off);
-    if (r > 0 && TRACING())
-        iez_trace_written(fd, r);
+    COUNT_WRITE(fd, r);
     return r;
 }
 
 IEZ_EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
 {
     ssize_t r = REAL(writev, ssize_t (*)(int, const struct iovec *, int))(fd, iov, cnt);
-    if (r > 0 && TRACING())
-        iez_trace_written(fd, r);
+    COUNT_WRITE(fd, r);
     return r;
 }
 
 IEZ_EXPORT ssize_t pwritev(int fd, const struct iovec *iov, int cnt, off_t off)
 {
     ssize_t r = REAL(pwritev, ssize_t (*)(int, const struct iovec *, int, off_t))(fd, iov, cnt, off);
-    if (r > 0 && TRACING())
-        iez_trace_written(fd, r);
+    COUNT_WRITE(fd, r);
     return r;
 }
 
 IEZ_EXPORT ssize_t pwritev64(int fd, const struct iovec *iov, int cnt, off_t off)
 {
     ssize_t r = REAL(pwritev64, ssize_t (*)(int, const struct iovec *, int, off_t))(fd, iov, cnt, off);
-    if (r > 0 && TRACING())
-        iez_trace_written(fd, r);
+    COUNT_WRITE(fd, r);
     return r;
 }
 
 IEZ_EXPORT ssize_t pwritev2(int fd, const struct iovec *iov, int cnt, off_t off, int flags)
 {
     ssize_t r = REAL(pwritev2, ssize_t (*)(int, const struct iovec *, int, off_t, int))(fd, iov, cnt, off, flags);
-    if (r > 0 && TRACING())
-        iez_trace_written(fd, r);
+    COUNT_WRITE(fd, r);
     return r;
 }
 
@@ -265,24 +261,21 @@ IEZ_EXPORT ssize_t copy_file_range(int in, off_t *in_off, int out, off_t *out_of
 {
     ssize_t r = REAL(copy_file_range, ssize_t (*)(int, off_t *, int, off_t *, size_t, unsigned))(
         in, in_off, out, out_off, n, flags);
-    if (r > 0 && TRACING())
-        iez_trace_written(out, r);
+    COUNT_WRITE(out, r);
     return r;
 }
 
 IEZ_EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t n)
 {
     ssize_t r = REAL(sendfile, ssize_t (*)(int, int, off_t *, size_t))(out, in, off, n);
-    if (r > 0 && TRACING())
-        iez_trace_written(out, r);
+    COUNT_WRITE(out, r);
     return r;
 }
 
 IEZ_EXPORT ssize_t sendfile64(int out, int in, off_t *off, size_t n)
 {
     ssize_t r = REAL(sendfile64, ssize_t (*)(int, int, off_t *, size_t))(out, in, off, n);
-    if (r > 0 && TRACING())
-        iez_trace_written(out, r);
+    COUNT_WRITE(out, r);
     return r;
 }
 

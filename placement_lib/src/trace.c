@@ -145,13 +145,12 @@ void iez_trace_opened_file(const char *path, FILE *fp, const char *mode)
 
 void iez_trace_written(int fd, ssize_t bytes)
 {
-    if (iez_in_mpi_write)
-        return; /* the MPI-IO interposer counts the call's logical bytes */
     struct record **table = __atomic_load_n(&fds, __ATOMIC_ACQUIRE);
-    if (!table || fd < 0 || (size_t)fd >= nfds)
-        return;
+    if (__builtin_expect(!table, 1) || (unsigned)fd >= nfds)
+        return; /* not tracing, or a descriptor beyond the table */
     struct record *r = __atomic_load_n(&table[fd], __ATOMIC_ACQUIRE);
-    if (r)
+    /* inside an MPI-IO write the interposer counts the call's logical bytes; libiez's own writes never count */
+    if (r && !iez_in_mpi_write && !iez_busy)
         __atomic_add_fetch(&r->bytes, (uint64_t)bytes, __ATOMIC_RELAXED);
 }
 
