@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import queue
 import signal
 import threading
 import time
@@ -86,6 +87,10 @@ class MdsService:
         self._last_pending: frozenset = frozenset()
         self._batch: list = []
         self._batch_since = 0.0
+        self._store_queue: queue.Queue = queue.Queue(maxsize=8)
+        self._abandon = threading.Event()  # set when stopping: a DB still down after the grace time loses the rest
+        self._writer_thread = threading.Thread(target=self._writer, name="iez-mds-writer", daemon=True)
+        self._writer_thread.start()
         self.endpoint: str | None = None
         self.started = time.time()
         self._last_allocation: float | None = None
@@ -148,6 +153,7 @@ class MdsService:
                     self.write_status()
         finally:
             self._flush()
+            self._stop_writer()
             self.write_status()
             sock.close(linger=0)
             if self._auth:
@@ -156,6 +162,13 @@ class MdsService:
             log.info("stopped: %d messages accepted, %d dropped", self.counters.accepted,
                      sum(self.counters.dropped.values()))
         return 0
+
+    def _stop_writer(self, grace_s: float = 30.0) -> None:
+        self._store_queue.put(None)
+        self._writer_thread.join(timeout=grace_s)
+        if self._writer_thread.is_alive():
+            self._abandon.set()
+            self._writer_thread.join(timeout=5)
 
     # -- messages ---------------------------------------------------------------------
     def _drain(self, sock: zmq.Socket) -> None:
@@ -196,15 +209,41 @@ class MdsService:
         return True
 
     def _flush(self) -> None:
+        """Hand the received reports to the writer thread (it stores while this thread decodes)."""
         if not self._batch:
             return
         batch, self._batch = self._batch, []
-        try:
-            self.counters.reservations_ended += store_batch(self.engine, batch)
-            self.counters.stored += len(batch)
-        except Exception as err:  # the DB is down: keep the reports and try again later
-            self._batch = batch + self._batch
-            log.error("cannot store %d report(s), will retry: %s", len(batch), str(err).splitlines()[0][:200])
+        self._store_queue.put(batch)  # bounded: a DB slower than the agents slows intake, nothing is lost
+
+    def flush_and_wait(self) -> None:
+        """Everything received so far is in the DB (allocation needs the latest free space there)."""
+        self._flush()
+        self._store_queue.join()
+
+    def _writer(self) -> None:
+        """Store batches in order; a DB that is down is retried every second, keeping the batch."""
+        while True:
+            batch = self._store_queue.get()
+            if batch is None:
+                self._store_queue.task_done()
+                return
+            failing = False
+            while True:
+                try:
+                    self.counters.reservations_ended += store_batch(self.engine, batch)
+                    self.counters.stored += len(batch)
+                    break
+                except Exception as err:
+                    if not failing:
+                        log.error("cannot store %d report(s), retrying every second: %s", len(batch),
+                                  str(err).splitlines()[0][:200])
+                    failing = True
+                    if self._abandon.wait(1.0):
+                        log.error("stopping with %d report(s) not stored", len(batch))
+                        break
+            if failing:
+                log.info("storing reports again")
+            self._store_queue.task_done()
 
     def _check_staleness(self) -> None:
         went_stale, came_back = self.view.refresh()
@@ -241,7 +280,7 @@ class MdsService:
                      "(limit %.0f%%)", len(pending), self.usage.cpu_pct, self.config.cpu_max, self.usage.mem_pct,
                      self.config.mem_max)
             return 0
-        self._flush()  # allocate against everything received so far
+        self.flush_and_wait()  # allocate against everything received so far
         placed = self.allocate(sorted(name for name, _ in pending))
         self._last_pending = self.pending_apps()
         return placed
