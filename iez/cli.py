@@ -17,8 +17,10 @@ COMMAND_MODULES = (
     "iez.commands.api",
     "iez.commands.mds",
     "iez.commands.cluster",
+    "iez.commands.demo",
     "iez.commands.layout",
     "iez.commands.trace",
+    "iez.commands.predict",
 )
 
 

@@ -28,8 +28,8 @@ def register(subparsers) -> None:
                    help="agents' report interval when their messages do not say (default 60)")
     p.add_argument("--stale-intervals", type=int, default=3, metavar="N",
                    help="missed intervals after which an OSS is stale (default 3)")
-    p.add_argument("--cpu-max", type=float, default=70.0, metavar="PCT", help="allocate only below this MDS CPU %%")
-    p.add_argument("--mem-max", type=float, default=50.0, metavar="PCT", help="allocate only below this MDS memory %%")
+    p.add_argument("--cpu-max", type=float, default=70.0, metavar="PCT", help="allocate only below this MDS CPU %% (100: no limit)")
+    p.add_argument("--mem-max", type=float, default=50.0, metavar="PCT", help="allocate only below this MDS memory %% (100: no limit)")
     p.add_argument("--congestion-weight", type=float, default=0.2, metavar="W",
                    help="weight of live OST bandwidth in the iez cost (0 ignores it)")
     p.add_argument("--oss-list", type=Path, metavar="FILE",

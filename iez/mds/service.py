@@ -274,7 +274,9 @@ class MdsService:
         if pending == self._last_pending and not self.view.changed:
             return 0  # nothing new since the last pass (which may have failed for lack of space)
         self.usage = self.sampler.sample()
-        if self.usage.cpu_pct >= self.config.cpu_max or self.usage.mem_pct >= self.config.mem_max:
+        # a limit of 100 % switches that gate off
+        if (self.config.cpu_max < 100 and self.usage.cpu_pct >= self.config.cpu_max) or \
+                (self.config.mem_max < 100 and self.usage.mem_pct >= self.config.mem_max):
             self.counters.deferred += 1
             log.info("deferring allocation of %d application(s): MDS cpu %.0f%% (limit %.0f%%), memory %.0f%% "
                      "(limit %.0f%%)", len(pending), self.usage.cpu_pct, self.config.cpu_max, self.usage.mem_pct,
