@@ -7,7 +7,9 @@ it over ZeroMQ on loopback, as agents do:
 
 1. ingest: ``--messages`` agent messages (8 OSTs each, 1,000 OSS ids) sent as
    fast as one PUB socket can; messages/s accepted *and stored* by the MDS
-   (target >= 10,000/s: 1,000 OSS at a 1 s interval with headroom);
+   (target >= 10,000/s: 1,000 OSS at a 1 s interval with headroom), once with
+   the default time-series interval (60 s: live rows from every message, one
+   series row per OSS a minute) and once storing every message in the series;
 2. cpu: 1,000 OSS reporting every 60 s, spread evenly, for ``--cpu-window``
    seconds; the MDS process's CPU time over wall time (target < 1 %);
 3. allocation: 1,000 OSTs known (125 OSS x 8), then a batch of ``--requests``
@@ -100,8 +102,8 @@ def warm_up(mds: Mds, sock: zmq.Socket, oss: int = 0) -> int:
     return seq
 
 
-def ingest(tmp: Path, count: int) -> dict:
-    mds = Mds(tmp)
+def ingest(tmp: Path, count: int, series_interval: float = 60.0) -> dict:
+    mds = Mds(tmp, "--series-interval", str(series_interval))
     ctx, sock = publisher(mds.endpoint)
     try:
         base_seq = warm_up(mds, sock) + 1
@@ -121,7 +123,8 @@ def ingest(tmp: Path, count: int) -> dict:
         sock.close()
         ctx.term()
         mds.stop()
-    return {"part": "ingest", "messages": count, "osts_per_message": 8, "send_s": round(sent, 3),
+    return {"part": "ingest", "series_interval_s": series_interval, "messages": count, "osts_per_message": 8,
+            "send_s": round(sent, 3),
             "seconds": round(elapsed, 3), "messages_per_s": round(count / elapsed), "dropped": dropped,
             "target_per_s": 10_000}
 
@@ -192,6 +195,10 @@ def main() -> int:
         with tempfile.TemporaryDirectory(prefix=f"iez-mds-{part}-") as tmp:
             if part == "ingest":
                 results.append(ingest(Path(tmp), args.messages))
+                if not args.json:
+                    print(json.dumps(results[-1]), flush=True)
+                with tempfile.TemporaryDirectory(prefix="iez-mds-ingest-all-") as every:
+                    results.append(ingest(Path(every), args.messages, series_interval=0.0))
             elif part == "cpu":
                 results.append(cpu(Path(tmp), args.cpu_window))
             elif part == "allocation":

@@ -37,6 +37,9 @@ def register(subparsers) -> None:
     p.add_argument("--curve-secret-key", type=Path, metavar="FILE", help="the MDS's CURVE secret certificate")
     p.add_argument("--curve-authorized", type=Path, metavar="DIR", help="authorised agents' public certificates")
     p.add_argument("--retain-days", type=float, default=7.0, help="days of statistics kept (default 7)")
+    p.add_argument("--series-interval", type=float, default=60.0, metavar="S",
+                   help="seconds between an OSS's rows in the stored time series (default 60; 0 keeps every "
+                        "message); the live view always uses every message")
     p.add_argument("--status-file", type=Path, metavar="FILE", help="default $IEZ_STATE_DIR/mds-status.json")
     p.add_argument("--status", action="store_true", help="print the status of the running MDS and exit")
     p.add_argument("--json", action="store_true", help="with --status: print the JSON as is")
@@ -55,7 +58,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.status:
         return _print_status(status_file, args.json)
     for name, value, low, high in (("--interval", args.interval, 1.0, 86400.0), ("--cpu-max", args.cpu_max, 0, 100),
-                                   ("--mem-max", args.mem_max, 0, 100), ("--congestion-weight", args.congestion_weight, 0, 100)):
+                                   ("--mem-max", args.mem_max, 0, 100), ("--congestion-weight", args.congestion_weight, 0, 100),
+                                   ("--series-interval", args.series_interval, 0, 86400)):
         if not low <= value <= high:
             raise ValueError(f"{name} {value} is outside {low}..{high}")
     if args.stale_intervals < 1:
@@ -75,6 +79,7 @@ def _run(args: argparse.Namespace) -> int:
                        stale_intervals=args.stale_intervals, cpu_max=args.cpu_max, mem_max=args.mem_max,
                        congestion_weight=args.congestion_weight, reservation_ttl_s=settings.reservation_ttl_s,
                        retain=timedelta(days=args.retain_days), allowed_oss=allowed,
+                       series_interval_s=args.series_interval,
                        curve_secret_key=args.curve_secret_key, curve_authorized=args.curve_authorized,
                        status_file=status_file)
     return MdsService(engine, config).run()

@@ -1,8 +1,8 @@
 """Writing reports to the interaction DB in batches.
 
-One transaction per batch: every report goes to the time series
-(``oss_stats``, ``ost_stats``), the latest report per OSS and OST to the live
-rows (an upsert each, whatever arrived first in the batch is superseded), and
+One transaction per batch: reports go to the time series (``oss_stats``,
+``ost_stats``; at most one per OSS per series interval, see the service), the
+latest report per OSS and OST to the live rows (an upsert each, whatever arrived first in the batch is superseded), and
 the OSTs that now show their reserved bytes written release those
 reservations. One row-by-row ORM transaction per message would cap ingest at a
 few hundred messages a second; batches sustain thousands.
@@ -54,8 +54,11 @@ def _stamp(dt: datetime, sqlite_db: bool):
     return dt.isoformat(sep=" ", timespec="microseconds") if sqlite_db else dt
 
 
-def store_batch(engine: Engine, reports: Sequence[tuple[OssReport, datetime]]) -> int:
-    """Store ``(report, received)`` pairs; returns the number of reservations they ended.
+def store_batch(engine: Engine, reports: Sequence[tuple]) -> int:
+    """Store ``(report, received[, in_series])`` tuples; returns the number of reservations they ended.
+
+    Every report updates the live rows; only those marked ``in_series`` (all,
+    when the mark is absent) are appended to the time series.
 
     Plain driver-level ``executemany`` statements: SQLAlchemy's per-row work
     cost 250 µs a message, this about 20 (benchmarks/mds_bench.py).
@@ -67,13 +70,18 @@ def store_batch(engine: Engine, reports: Sequence[tuple[OssReport, datetime]]) -
     oss_series, ost_series = [], []
     oss_latest: dict[str, tuple] = {}
     ost_latest: dict[int, tuple] = {}
-    for report, received in reports:
+    for item in reports:
+        report, received = item[0], item[1]
+        in_series = item[2] if len(item) > 2 else True
         t = _stamp(report.time, lite)
-        oss_series.append((report.oss_id, report.seq, t, report.cpu_pct, report.mem_pct))
+        if in_series:
+            oss_series.append((report.oss_id, report.seq, t, report.cpu_pct, report.mem_pct))
         oss_latest[report.oss_id] = (report.oss_id, report.seq, t, _stamp(received, lite), report.cpu_pct,
                                      report.mem_pct, report.interval_s)
         for o in report.osts:
-            ost_series.append((o.index, report.oss_id, o.kbytes_total, o.kbytes_avail, o.read_bytes, o.write_bytes, t))
+            if in_series:
+                ost_series.append((o.index, report.oss_id, o.kbytes_total, o.kbytes_avail, o.read_bytes,
+                                   o.write_bytes, t))
             ost_latest[o.index] = (o.index, o.name, report.oss_id, o.kbytes_total, o.kbytes_avail, o.read_bytes,
                                    o.write_bytes, t)
     ended = 0
@@ -81,7 +89,8 @@ def store_batch(engine: Engine, reports: Sequence[tuple[OssReport, datetime]]) -
         raw = session.connection().connection.driver_connection
         cursor = raw.cursor()
         try:
-            cursor.executemany(_sql(_OSS_SERIES, 5, lite), oss_series)
+            if oss_series:
+                cursor.executemany(_sql(_OSS_SERIES, 5, lite), oss_series)
             if ost_series:
                 cursor.executemany(_sql(_OST_SERIES, 7, lite), ost_series)
             cursor.executemany(_sql(_OSS_LATEST[dialect], 7, lite), list(oss_latest.values()))

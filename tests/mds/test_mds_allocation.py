@@ -122,3 +122,26 @@ def test_stale_osses_are_left_out_of_allocation(tmp_path):
     reservations = read(svc.engine, lambda c: c.execute(select(Reservation.ost_index)).scalars().all())
     assert set(reservations) == {0, 1}
     svc.engine.dispose()
+
+
+def test_the_time_series_keeps_one_report_per_interval_and_the_live_rows_the_latest(tmp_path):
+    import json as _json
+    from sqlalchemy import func
+
+    from iez.db.models import OssStat, OstRow, OstStat
+
+    db = fresh_db("sqlite", tmp_path, "mdsseries")
+    svc = MdsService(make_engine(database_url(db)), MdsConfig(series_interval_s=60.0), sampler=IdleNode())
+    for seq in range(1, 6):
+        frame = {"schema": "iez.oss-stats", "version": 1, "oss_id": "oss0", "seq": seq, "time": 1.8e9 + seq,
+                 "cpu_pct": 1.0, "mem_pct": 1.0, "interval_s": 1.0,
+                 "osts": [{"name": f"fs-OST{i:04x}", "index": i, "kbytes_total": 1000, "kbytes_avail": 900 - seq}
+                          for i in range(3)]}
+        assert svc.receive([_json.dumps(frame).encode()])
+    svc.flush_and_wait()
+    count = lambda model: read(svc.engine, lambda c: c.scalar(select(func.count()).select_from(model)))  # noqa: E731
+    assert (count(OssStat), count(OstStat)) == (1, 3)  # five reports inside one 60 s series interval
+    assert read(svc.engine, lambda c: set(c.execute(select(OstRow.kbytes_avail)).scalars())) == {895}
+    assert svc.counters.stored == 5
+    svc._stop_writer()
+    svc.engine.dispose()

@@ -45,7 +45,7 @@ def add_requests(db: str, app: str, n: int, size: int = 2**30, count: int = 2) -
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_statistics_arrive_and_allocations_follow(backend, tmp_path, mds_factory):
     db = fresh_db(backend, tmp_path, "mdsflow")
-    mds = mds_factory(db).start()
+    mds = mds_factory(db, "--series-interval", "0").start()  # every message into the time series
     pub = Publisher(mds.endpoint)
     try:
         connect(mds, pub, oss="oss0", first_ost=0)
