@@ -52,7 +52,7 @@ class MdsConfig:
     congestion_weight: float = 0.2
     reservation_ttl_s: float = 86400.0
     poll_s: float = 1.0  # how often pending requests and resources are checked
-    flush_s: float = 1.0  # longest a received report waits before it is stored
+    flush_s: float = 5.0  # longest a received report waits before it is stored (allocation flushes first)
     batch_max: int = 5000
     retain: timedelta = timedelta(days=7)
     # One time-series row per OSS (and its OSTs) per this many seconds; the live view and the

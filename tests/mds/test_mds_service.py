@@ -47,15 +47,23 @@ def test_statistics_arrive_and_allocations_follow(backend, tmp_path, mds_factory
     db = fresh_db(backend, tmp_path, "mdsflow")
     mds = mds_factory(db, "--series-interval", "0").start()  # every message into the time series
     pub = Publisher(mds.endpoint)
+    stop, reporter = threading.Event(), None
     try:
         connect(mds, pub, oss="oss0", first_ost=0)
-        for seq in range(100, 103):
-            for k in range(3):
-                pub.send(stats(f"oss{k}", seq, 5 * k))
-            time.sleep(0.2)
+
+        def agents():  # three OSS reporting every 0.3 s, as agents do, for the whole test
+            seq = 100
+            while not stop.is_set():
+                for k in range(3):
+                    pub.send(stats(f"oss{k}", seq, 5 * k))
+                seq += 1
+                stop.wait(0.3)
+
+        reporter = threading.Thread(target=agents, daemon=True)
+        reporter.start()
         mds.wait(lambda s: sorted(s["osses"]["fresh"]) == ["oss0", "oss1", "oss2"] and s["osts"] == 15, what="3 OSS")
         engine = make_engine(database_url(db))
-        mds.wait(lambda s: s["messages"]["stored"] == s["messages"]["accepted"] >= 10, what="stored")
+        mds.wait(lambda s: s["messages"]["stored"] >= 10, what="stored")
         assert read(engine, lambda c: c.scalar(select(func.count()).select_from(OstRow))) == 15
         assert read(engine, lambda c: c.scalar(select(func.count()).select_from(OstStat))) >= 46
         add_requests(db, "ior", 15)
@@ -70,6 +78,9 @@ def test_statistics_arrive_and_allocations_follow(backend, tmp_path, mds_factory
         assert set(counts) == set(range(15)) and set(counts.values()) == {2}  # 30 stripes, 2 per OST
         engine.dispose()
     finally:
+        stop.set()
+        if reporter:
+            reporter.join()
         pub.close()
     assert mds.stop() == 0
 
