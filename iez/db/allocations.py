@@ -11,13 +11,14 @@ from collections import defaultdict
 from datetime import datetime, timedelta
 from typing import Callable, Sequence
 
-from sqlalchemy import Connection, Engine, bindparam, exists, select
+from sqlalchemy import Connection, Engine, bindparam, exists, insert, select
 from sqlalchemy.orm import Session
 
 from iez.allocate import AllocationError, make_policy
 from iez.db.engine import write_session
 from iez.db.models import (
     MAX_PATH_BYTES,
+    PLANNED,
     STALE,
     AllocationRow,
     OstRow,
@@ -119,21 +120,17 @@ def allocate_app(
         _check_capacity(cluster, placed)
         _retire_paths(session, [a.file for a in placed])
         expires = now + timedelta(seconds=reservation_ttl_s)
-        for row, allocation in zip(pending, placed):
-            stored = AllocationRow(
-                request_id=row.id,
-                path=row.path,
-                stripe_size=allocation.stripe_size,
-                stripe_count=allocation.stripe_count,
-                osts=osts_text(allocation.osts),
-                policy=policy_name,
-                created=now,
-            )
-            stored.reservations = [
-                Reservation(ost_index=ost, bytes=allocation.stripe_size, expires=expires,
-                            avail_kb_at=reported.get(ost)) for ost in allocation.osts
-            ]
-            session.add(stored)
+        # Bulk statements: ORM objects cost about 0.5 ms per file, a real problem for 10,000-file jobs.
+        ids = session.scalars(
+            insert(AllocationRow).returning(AllocationRow.id, sort_by_parameter_order=True),
+            [{"request_id": row.id, "path": row.path, "stripe_size": a.stripe_size, "stripe_count": a.stripe_count,
+              "osts": osts_text(a.osts), "policy": policy_name, "state": PLANNED, "created": now}
+             for row, a in zip(pending, placed)],
+        ).all()
+        reservations = [{"allocation_id": i, "ost_index": ost, "bytes": a.stripe_size, "expires": expires,
+                         "avail_kb_at": reported.get(ost)} for i, a in zip(ids, placed) for ost in a.osts]
+        for start in range(0, len(reservations), 10_000):
+            session.execute(insert(Reservation), reservations[start:start + 10_000])
     return placed
 
 
