@@ -79,8 +79,43 @@ def _add_import_darshan(actions) -> None:
     p.set_defaults(handler=_import_darshan)
 
 
+def _add_synth(actions) -> None:
+    from iez.predict.synth import WORKLOADS
+
+    p = actions.add_parser(
+        "synth", help="write synthetic traces of IOR or HACC-IO runs (FPP or SSF) in the tracing-mode CSV format",
+        description="Write K runs of a synthetic workload with the paper's sizes into OUT/run-0001, "
+        "OUT/run-0002, ...: one iez-trace.*.csv per rank, the job column holding the run's name "
+        "(iez.predict.synth says how the sizes and names are made).")
+    p.add_argument("--workload", required=True, choices=WORKLOADS)
+    p.add_argument("--ranks", type=int, required=True, metavar="N", help="MPI processes")
+    p.add_argument("--runs", type=int, default=5, metavar="K", help="runs to write (default 5)")
+    p.add_argument("--out", required=True, metavar="DIR", help="directory to write the runs into")
+    p.add_argument("--stripe-count", type=int, default=8, metavar="C", help="stripe count of every file (default 8)")
+    p.add_argument("--noise", type=float, default=0.0, metavar="FRACTION",
+                   help="multiply each file's size by 1 + N(0, FRACTION) (default 0: exact sizes)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the noise (default 0)")
+    p.add_argument("--dir", metavar="PATH", help="directory the application writes into (default "
+                   "/lustre/scratch/ior or /lustre/scratch/hacc-io)")
+    p.add_argument("--per-run-names", action="store_true", help="each run writes below its own runNNNN/")
+    p.add_argument("--block-size", type=int, metavar="BYTES", help="IOR bytes per rank (default min(2 GiB, 64 GiB/N))")
+    p.add_argument("--particles", type=int, metavar="N", help="HACC-IO particles per rank (default 20,480,000)")
+    p.add_argument("--app", metavar="NAME", help="the app column (default ior or hacc-io)")
+    p.set_defaults(handler=_synth)
+
+
+def _synth(args: argparse.Namespace) -> int:
+    from iez.predict.synth import SynthSpec, write_runs
+
+    spec = SynthSpec(args.workload, args.ranks, args.runs, args.stripe_count, args.noise, args.seed, args.dir,
+                     args.per_run_names, block_size=args.block_size, particles=args.particles, app=args.app)
+    runs = write_runs(spec, args.out)
+    print(f"wrote {len(runs)} runs of {args.workload} with {args.ranks} ranks into {args.out}")
+    return 0
+
+
 #: Sub-actions of ``iez trace``, each ``add(actions)``.
-ACTIONS: Sequence[Callable] = (_add_parse, _add_import_darshan)
+ACTIONS: Sequence[Callable] = (_add_parse, _add_import_darshan, _add_synth)
 
 
 def app_name(given: str | None, apps: Sequence[str]) -> str:

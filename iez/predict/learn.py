@@ -1,0 +1,368 @@
+"""The learning phase as a flow: predictions stored for the MDS, and runs that miss re-traced without manual steps.
+
+- :func:`learn`: traces (or a Darshan log) of an application's runs →
+  :func:`iez.predict.predict` → the next run's requests stored through
+  :func:`iez.db.requests.upsert_requests` with source ``predicted``. The
+  MDS (or ``allocate``) then allocates them like any pending request. The
+  application's older predicted requests that the new prediction no longer
+  names lose their allocation and are removed, so they stop holding OST space.
+- The re-trace flag (paper III-B3 and V-b): each run under the placement
+  library leaves counts of the creates it found (hits) and missed; ``iez trace
+  parse --store`` or :func:`run_app` store them as ``runs`` rows. When the
+  latest run stored since the last learning has a miss rate
+  ``files_missed / (files_found + files_missed)`` above the threshold
+  (default 0.5, ``IEZ_RETRACE_MISS_RATE`` or ``--retrace-miss-rate``; the
+  paper says 50 % in III-B3 and 60 % in V-b), the application is flagged:
+  a marker file ``$IEZ_STATE_DIR/retrace/<app>`` holds why. Learning removes
+  it and notes the last run it had seen in ``<app>.learned`` beside it, so an
+  old run never flags again. No table changes.
+- :func:`run_app` (``iez run APP -- CMD``): runs the command under the
+  preload library, in tracing mode when the application is flagged or has
+  no predictions yet (traces in ``$IEZ_STATE_DIR/traces/<app>/<stamp>``),
+  then learns from the traces of this learning phase by itself; otherwise in
+  placement mode, with counts in ``$IEZ_STATE_DIR/runs/<app>/<stamp>``,
+  stored as a run and checked against the threshold afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Sequence
+from urllib.parse import quote
+
+from sqlalchemy import delete, func, select, update
+
+from iez.config import ConfigError, Settings, describe
+from iez.db import open_db
+from iez.db.engine import read, write_session
+from iez.db.models import STALE, AllocationRow, Application, Run, WriteRequestRow
+from iez.db.requests import RequestIn, application, chunks, retire, upsert_requests
+from iez.predict.aipa import Prediction, predict
+from iez.predict.series import PRequest, RunData, load_runs, make_run, natural_key, runs_of_tracedir
+from iez.trace.csvformat import read_counts
+from iez.trace.parse import RunCounts, counts_files, summarise_counts, trace_files
+
+RETRACE_ENV = "IEZ_RETRACE_MISS_RATE"
+DEFAULT_MISS_RATE = 0.5
+PRELOAD_ENV = "IEZ_PRELOAD_LIB"
+PREDICTED = "predicted"
+SCHEDULER_RUN_IDS = ("IEZ_RUN_ID", "SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID", "FLUX_JOB_ID")
+
+
+def retrace_threshold(value: float | None = None, env: dict | None = None) -> float:
+    """The miss rate above which an application is re-traced: ``value``, else the environment, else 0.5."""
+    if value is None:
+        raw = (os.environ if env is None else env).get(RETRACE_ENV, "")
+        if raw.strip() == "":
+            return DEFAULT_MISS_RATE
+        try:
+            value = float(raw)
+        except ValueError:
+            raise ConfigError(f"{RETRACE_ENV}={raw!r} is not a number") from None
+    if not 0 <= value < 1:
+        raise ConfigError(f"re-trace miss rate {value} must be in [0, 1)")
+    return value
+
+
+def stamp() -> str:
+    """A UTC time stamp that sorts as text: ``20240102T030405123456Z``."""
+    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+
+
+def app_key(app: str) -> str:
+    """The application's name as one file name."""
+    return quote(app, safe="") or "%00"
+
+
+def _retrace_dir(settings: Settings) -> Path:
+    return settings.state_dir / "retrace"
+
+
+def marker_path(settings: Settings, app: str) -> Path:
+    return _retrace_dir(settings) / app_key(app)
+
+
+def learned_path(settings: Settings, app: str) -> Path:
+    return _retrace_dir(settings) / f"{app_key(app)}.learned"
+
+
+def traces_root(settings: Settings, app: str) -> Path:
+    return settings.state_dir / "traces" / app_key(app)
+
+
+def _read_json(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return {}
+
+
+def _write_json(path: Path, data: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=1) + "\n")
+    os.replace(tmp, path)
+
+
+# ---- runs and the flag --------------------------------------------------------------------------
+
+def _latest_run(engine, app: str, after_id: int) -> dict | None:
+    def query(conn):
+        row = conn.execute(
+            select(Run.id, Run.started, Run.ended, Run.files_found, Run.files_missed)
+            .join(Application, Application.id == Run.app_id)
+            .where(Application.name == app, Run.id > after_id)
+            .order_by(Run.id.desc()).limit(1)).first()
+        return None if row is None else dict(row._mapping)
+
+    return read(engine, query)
+
+
+def _predicted_count(engine, app: str) -> int:
+    return read(engine, lambda conn: conn.execute(
+        select(func.count(WriteRequestRow.id)).join(Application, Application.id == WriteRequestRow.app_id)
+        .where(Application.name == app, WriteRequestRow.source == PREDICTED)).scalar_one())
+
+
+def _max_run_id(engine, app: str) -> int:
+    return read(engine, lambda conn: conn.execute(
+        select(func.max(Run.id)).join(Application, Application.id == Run.app_id)
+        .where(Application.name == app)).scalar_one() or 0)
+
+
+def miss_rate(found: int, missed: int) -> float | None:
+    total = found + missed
+    return None if total == 0 else missed / total
+
+
+def check_runs(settings: Settings, app: str, threshold: float | None = None, engine=None) -> dict | None:
+    """Flag ``app`` when the latest run stored since it last learnt misses more than the threshold.
+
+    Returns that run (with its ``miss_rate``), or None when there is none.
+    """
+    threshold = retrace_threshold(threshold)
+    engine = engine or open_db(settings, create_if_empty=True)
+    seen = (_read_json(learned_path(settings, app)) or {}).get("max_run_id", 0)
+    run = _latest_run(engine, app, int(seen or 0))
+    if run is None:
+        return None
+    rate = miss_rate(run["files_found"], run["files_missed"])
+    run = {"id": run["id"], "files_found": run["files_found"], "files_missed": run["files_missed"],
+           "miss_rate": rate, "started": run["started"].isoformat() + "Z",
+           "ended": run["ended"].isoformat() + "Z" if run["ended"] else None}
+    if rate is not None and rate > threshold:
+        marker = _read_json(marker_path(settings, app))
+        if not marker or marker.get("run_id") != run["id"]:
+            _write_json(marker_path(settings, app), {
+                "app": app, "reason": f"run {run['id']} missed {run['files_missed']} of "
+                f"{run['files_found'] + run['files_missed']} files ({rate:.0%} > {threshold:.0%})",
+                "run_id": run["id"], "miss_rate": rate, "threshold": threshold,
+                "flagged_at": stamp() if not marker else marker.get("flagged_at", stamp())})
+    return run
+
+
+def flag(settings: Settings, app: str, reason: str) -> None:
+    """Mark ``app`` for re-tracing by hand (``iez learn --retrace APP``)."""
+    _write_json(marker_path(settings, app), {"app": app, "reason": reason, "run_id": None, "flagged_at": stamp()})
+
+
+def needs_retrace(app: str, settings: Settings | None = None, threshold: float | None = None) -> bool:
+    """Whether ``app``'s next run should be traced again: its marker exists once the runs are checked."""
+    settings = settings or Settings.from_env()
+    check_runs(settings, app, threshold)
+    return marker_path(settings, app).exists()
+
+
+def status(settings: Settings, app: str, threshold: float | None = None) -> dict:
+    """What ``iez learn --status`` prints: the flag, why, the latest run, and how many predictions are stored."""
+    threshold = retrace_threshold(threshold)
+    engine = open_db(settings, create_if_empty=True)
+    run = check_runs(settings, app, threshold, engine)
+    marker = _read_json(marker_path(settings, app))
+    predicted = _predicted_count(engine, app)
+    flagged = marker is not None
+    return {
+        "app": app, "db": describe(settings.db_url), "retrace": flagged,
+        "reason": (marker or {}).get("reason") if flagged else None,
+        "threshold": threshold, "latest_run": run, "predicted_requests": predicted,
+        "learned": _read_json(learned_path(settings, app)),
+        "next_mode": "trace" if flagged or predicted == 0 else "place",
+    }
+
+
+# ---- storing predictions ------------------------------------------------------------------------
+
+def store_predictions(settings: Settings, app: str, requests: Sequence[PRequest], replace: bool = True,
+                      engine=None) -> dict:
+    """Store the named predicted requests for ``app``; with ``replace``, drop its other predicted requests."""
+    engine = engine or open_db(settings, create_if_empty=True)
+    named = [r for r in requests if r.file is not None]
+    removed = 0
+    with write_session(engine) as session:
+        ids = upsert_requests(session, app, [
+            RequestIn(file=r.file, write_bytes=r.write_bytes, stripe_count=r.stripe_count, rank=r.rank,
+                      stripe_size=None, source=PREDICTED) for r in named])
+        if replace:
+            app_id = application(session, app).id
+            keep = set(ids)
+            old = [i for i in session.scalars(select(WriteRequestRow.id).where(
+                WriteRequestRow.app_id == app_id, WriteRequestRow.source == PREDICTED)) if i not in keep]
+            for part in chunks(old):
+                live = session.scalars(select(AllocationRow.id).where(
+                    AllocationRow.request_id.in_(part), AllocationRow.state != STALE)).all()
+                retire(session, live)
+                session.execute(update(AllocationRow).where(AllocationRow.request_id.in_(part))
+                                .values(request_id=None))
+                session.execute(delete(WriteRequestRow).where(WriteRequestRow.id.in_(part)))
+            removed = len(old)
+    return {"db": describe(settings.db_url), "app": app, "stored": len(ids), "removed": removed,
+            "unnamed": len(requests) - len(named)}
+
+
+def _store_runs(engine, app: str, runs: Sequence[RunCounts]) -> int:
+    """Counts summaries as ``runs`` rows (the same app, start and end is stored once); how many were new."""
+    new = 0
+    with write_session(engine) as session:
+        app_id = application(session, app, create=True).id
+        for run in runs:
+            started = datetime.fromtimestamp(run.started, timezone.utc).replace(tzinfo=None)
+            ended = datetime.fromtimestamp(run.ended, timezone.utc).replace(tzinfo=None)
+            if session.scalar(select(Run.id).where(Run.app_id == app_id, Run.started == started,
+                                                   Run.ended == ended)) is None:
+                session.add(Run(app_id=app_id, started=started, ended=ended,
+                                files_found=run.hits, files_missed=run.misses))
+                new += 1
+    return new
+
+
+def _looks_like_darshan(path: Path) -> bool:
+    if path.suffix == ".darshan":
+        return True
+    try:
+        head = path.read_bytes()[:512]
+    except OSError:
+        return False
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError:
+        return True
+    return b"\x00" in head
+
+
+def load_trace(path: Path | str) -> list[RunData]:
+    """Runs from a trace directory, a requests CSV/JSON, or a Darshan log (one run)."""
+    path = Path(path)
+    if path.is_file() and _looks_like_darshan(path):
+        from iez.trace.darshan import read_log  # the darshan package is needed only here
+
+        imported = read_log(path)
+        return [make_run(str(getattr(imported, "jobid", "") or path.name),
+                         [PRequest(r.file, r.write_bytes, r.stripe_count, r.rank) for r in imported.requests])]
+    return load_runs(path)
+
+
+def record_learning(settings: Settings, app: str, prediction: Prediction, allocate: str | None = None,
+                    replace: bool = True) -> dict:
+    """Store a prediction as ``app``'s requests (and allocate them with ``allocate``); clears the re-trace flag."""
+    engine = open_db(settings, create_if_empty=True)
+    stored = store_predictions(settings, app, prediction.final.requests, replace, engine)
+    if allocate:
+        from iez.db.allocations import allocate_app
+
+        placed = allocate_app(engine, app, allocate, settings.oss_stale_s, settings.reservation_ttl_s)
+        stored["allocated"] = len(placed)
+    _write_json(learned_path(settings, app), {"app": app, "max_run_id": _max_run_id(engine, app),
+                                               "learned_at": stamp(), "requests": stored["stored"]})
+    marker_path(settings, app).unlink(missing_ok=True)
+    stored["retrace"] = False
+    return stored
+
+
+def learn(settings: Settings, app: str, runs: Sequence[RunData], selection: str = "fast",
+          workers: int | None = None, allocate: str | None = None, progress=None,
+          replace: bool = True) -> tuple[Prediction, dict]:
+    """Predict the next run of ``app`` from ``runs`` and store it (:func:`record_learning`)."""
+    prediction = predict(runs, selection, workers, progress=progress)
+    return prediction, record_learning(settings, app, prediction, allocate, replace)
+
+
+# ---- iez run ------------------------------------------------------------------------------------
+
+def preload_library(given: str | None = None) -> Path:
+    """libiez.so: ``given``, else ``$IEZ_PRELOAD_LIB``, else ``placement_lib/build/libiez.so`` beside the package."""
+    candidate = given or os.environ.get(PRELOAD_ENV)
+    path = Path(candidate) if candidate else Path(__file__).resolve().parents[2] / "placement_lib/build/libiez.so"
+    if not path.is_file():
+        raise ValueError(f"preload library {path} not found: build it with `make -C placement_lib` or set "
+                         f"{PRELOAD_ENV}")
+    return path.resolve()
+
+
+def epoch_runs(settings: Settings, app: str) -> list[RunData]:
+    """The traced runs of the current learning phase (since the flag was raised, else all), oldest first."""
+    root = traces_root(settings, app)
+    marker = _read_json(marker_path(settings, app)) or {}
+    since = marker.get("flagged_at", "")
+    dirs = sorted((d for d in root.iterdir() if d.is_dir() and d.name >= since and trace_files(d)),
+                  key=lambda d: natural_key(d.name)) if root.is_dir() else []
+    return [run for d in dirs for run in runs_of_tracedir(d, label=d.name)]
+
+
+def run_app(settings: Settings, app: str, cmd: Sequence[str], force_trace: bool = False,
+            preload: str | None = None, threshold: float | None = None, allocate: str | None = None,
+            selection: str = "fast", log=sys.stderr) -> int:
+    """Run ``cmd`` under the library in the mode ``app`` needs, then learn or check; the command's exit status."""
+    if not cmd:
+        raise ValueError("no command to run: iez run APP -- CMD [ARGS...]")
+    threshold = retrace_threshold(threshold)
+    library = preload_library(preload)
+    info = status(settings, app, threshold)
+    mode = "trace" if force_trace or info["next_mode"] == "trace" else "place"
+    run_stamp = stamp()
+    directory = (traces_root(settings, app) if mode == "trace" else settings.state_dir / "runs" / app_key(app)) \
+        / run_stamp
+    directory.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ)
+    env.update({"IEZ_MODE": mode, "IEZ_TRACE_DIR": str(directory), "IEZ_APP": app, "IEZ_DB": settings.db,
+                "IEZ_STATE_DIR": str(settings.state_dir)})
+    if not any(env.get(name) for name in SCHEDULER_RUN_IDS):
+        env["IEZ_RUN_ID"] = run_stamp
+    env["LD_PRELOAD"] = " ".join(p for p in (str(library), env.get("LD_PRELOAD", "")) if p)
+    why = info["reason"] or ("no predictions stored yet" if info["predicted_requests"] == 0 else "asked")
+    print(f"iez run: {app}: {mode} mode" + (f": {why}" if mode == "trace" else ""), file=log)
+    try:
+        code = subprocess.run(list(cmd), env=env).returncode
+    except FileNotFoundError as err:
+        raise ValueError(f"cannot run {cmd[0]!r}: {err.strerror}") from None
+    if mode == "trace":
+        try:
+            runs = epoch_runs(settings, app)
+            if not runs:
+                raise ValueError(f"the run left no write requests in {directory}")
+            prediction, stored = learn(settings, app, runs, selection, allocate=allocate)
+        except ValueError as err:
+            print(f"iez run: {app}: not learnt: {err}", file=log)
+            return code
+        acc = prediction.accuracy
+        print(f"iez run: {app}: learnt from {len(runs)} traced run(s): {stored['stored']} predicted requests "
+              f"stored" + (f", accuracy {acc}" if acc else "") +
+              (f", {stored['unnamed']} without a predictable name" if stored["unnamed"] else ""), file=log)
+        return code
+    counts = [row for path in counts_files(directory) for row in read_counts(path)]
+    if counts:
+        engine = open_db(settings, create_if_empty=True)
+        _store_runs(engine, app, summarise_counts(counts))
+        run = check_runs(settings, app, threshold, engine)
+        if run and run["miss_rate"] is not None:
+            flagged = marker_path(settings, app).exists()
+            print(f"iez run: {app}: {run['files_found']} files placed, {run['files_missed']} missed "
+                  f"({run['miss_rate']:.0%})" + ("; its next run will be traced again" if flagged else ""),
+                  file=log)
+    return code

@@ -1,0 +1,229 @@
+"""Runs as time series (paper III-A2), and the series that need no model.
+
+A run is the list of write requests one execution of an application made
+(file, write bytes, stripe count, MPI rank), ordered by rank then file name.
+Concatenating the runs in order gives one series per variable
+(:data:`VARIABLES`); the forecast horizon is one run's length (the last
+run's), so forecasting "the next ``h`` values" forecasts the next run.
+
+Series that a model would only approximate are recognised and continued
+exactly (:func:`detect`), in this order:
+
+- ``constant``: every value equal (the stripe count of every workload, the
+  sizes of a noise-free FPP run) — continued as that value;
+- ``repeat``: a single run, so nothing is known across runs — the next run
+  is taken to repeat it (the paper traces one run and places the next);
+- ``periodic``: every run identical (ranks ``0..N-1`` each run, equal
+  per-rank sizes) — the next run repeats the last;
+- ``linear``: a constant non-zero step between consecutive values (a
+  counter) — continued with that step;
+- ``seasonal-linear``: three or more runs of one length where each run is
+  the previous one plus the same per-position change — continued likewise.
+
+Each carries the ARIMA order it is equivalent to: ``(0,0,0)`` with a mean
+for ``constant``; ``(0,1,0)`` with drift for ``linear``; for the run-wise
+ones ``(0,0,0)`` on the seasonally differenced series, i.e. seasonal order
+``(0,1,0)`` (``(0,2,0)`` for ``seasonal-linear``) with the run length as the
+period.
+
+:func:`load_runs` reads the inputs ``iez predict`` takes: a directory of
+runs (``run-*`` subdirectories of tracing-mode CSV files, or one directory
+whose rows carry several job ids), a requests CSV or JSON with a ``run``
+column, or a single tracing-mode CSV file.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from iez.trace.csvformat import TRACE_COLUMNS, read_trace
+from iez.trace.parse import TraceDir, merge_requests, trace_files
+
+VARIABLES = ("write_bytes", "stripe_count", "rank")
+
+
+@dataclass(frozen=True)
+class PRequest:
+    """One write request of a run, observed or predicted (``file`` None: no name could be predicted)."""
+
+    file: str | None
+    write_bytes: int
+    stripe_count: int
+    rank: int
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class RunData:
+    run_id: str
+    requests: tuple[PRequest, ...]
+
+    def values(self, variable: str) -> np.ndarray:
+        return np.array([getattr(r, variable) for r in self.requests], dtype=float)
+
+    def __len__(self) -> int:
+        return len(self.requests)
+
+
+def ordered(requests: Sequence[PRequest]) -> tuple[PRequest, ...]:
+    """Requests in series order: by rank, then file name."""
+    return tuple(sorted(requests, key=lambda r: (r.rank, r.file or "")))
+
+
+def make_run(run_id: str, requests: Sequence[PRequest]) -> RunData:
+    return RunData(str(run_id), ordered(requests))
+
+
+def natural_key(text: str) -> list:
+    """``run-2`` before ``run-10``."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text)]
+
+
+# ---- reading runs -------------------------------------------------------------------------------
+
+def runs_of_tracedir(directory: Path, label: str | None = None) -> list[RunData]:
+    traces = TraceDir(directory)
+    first_open: dict[str, float] = {}
+    for row in traces.rows:
+        first_open[row.job] = min(row.open_time, first_open.get(row.job, row.open_time))
+    runs = []
+    for job in sorted({r.job for r in traces.rows}, key=lambda j: (first_open[j], natural_key(j))):
+        parsed = traces.run(job)
+        runs.append(make_run(job or label or directory.name, [PRequest(r.file, r.write_bytes, r.stripe_count, r.rank)
+                                      for r in parsed.requests]))
+    return [r for r in runs if r.requests]
+
+
+def _int_field(row: dict, key: str, where: str) -> int:
+    value = row.get(key)
+    if value is None or value == "":
+        raise ValueError(f"{where}: missing {key!r}")
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{where}: {key} {value!r} is not a number") from None
+    if not number.is_integer():
+        raise ValueError(f"{where}: {key} {value!r} is not a whole number")
+    return int(number)
+
+
+def _runs_of_records(records: list[dict], source: str) -> list[RunData]:
+    groups: dict[str, list[PRequest]] = {}
+    for i, rec in enumerate(records):
+        where = f"{source}: request {i + 1}"
+        if not isinstance(rec, dict):
+            raise ValueError(f"{where}: expected an object with file, write_bytes, stripe_count, rank, run")
+        file = rec.get("file") or rec.get("path")
+        if not file:
+            raise ValueError(f"{where}: missing 'file'")
+        run = str(rec.get("run", rec.get("job", "")) or "")
+        groups.setdefault(run, []).append(PRequest(
+            str(file), _int_field(rec, "write_bytes", where),
+            _int_field(rec, "stripe_count", where) if rec.get("stripe_count") not in (None, "") else 1,
+            _int_field(rec, "rank", where) if rec.get("rank") not in (None, "") else 0))
+    return [make_run(run, reqs) for run, reqs in sorted(groups.items(), key=lambda kv: natural_key(kv[0]))]
+
+
+def _read_requests_file(path: Path) -> list[RunData]:
+    text = path.read_text(encoding="utf-8", errors="surrogateescape")
+    stripped = text.lstrip()
+    if stripped.startswith(("[", "{")):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{path}: not valid JSON ({err})") from None
+        if isinstance(data, dict):
+            data = data.get("requests", data.get("runs"))
+            if data and isinstance(data[0], dict) and "requests" in data[0]:  # [{"run", "requests": [...]}]
+                data = [dict(r, run=run.get("run", i)) for i, run in enumerate(data) for r in run["requests"]]
+        if not isinstance(data, list):
+            raise ValueError(f"{path}: expected a JSON list of requests or an object with 'requests'")
+        return _runs_of_records(data, str(path))
+    header = next(csv.reader([stripped.splitlines()[0] if stripped else ""]), [])
+    if header == list(TRACE_COLUMNS):  # one tracing-mode CSV file: its jobs are the runs
+        rows = read_trace(path)
+        runs = []
+        for job in sorted({r.job for r in rows}, key=natural_key):
+            merged = merge_requests([r for r in rows if r.job == job])
+            runs.append(make_run(job, [PRequest(r.file, r.write_bytes, r.stripe_count, r.rank) for r in merged]))
+        return runs
+    if "write_bytes" not in header:
+        raise ValueError(f"{path}: not a requests CSV (header needs file, write_bytes, stripe_count, rank[, run]) "
+                         "nor JSON")
+    return _runs_of_records(list(csv.DictReader(text.splitlines())), str(path))
+
+
+def load_runs(path: Path | str) -> list[RunData]:
+    """The runs at ``path`` in run order (see the module text); ValueError when there are none."""
+    path = Path(path)
+    if path.is_dir():
+        if trace_files(path):
+            runs = runs_of_tracedir(path)
+        else:
+            subdirs = sorted((d for d in path.iterdir() if d.is_dir() and trace_files(d)),
+                             key=lambda d: natural_key(d.name))
+            if not subdirs:
+                raise ValueError(f"{path}: no iez-trace.*.csv files in it nor in run-* subdirectories")
+            runs = [run for d in subdirs for run in runs_of_tracedir(d, label=d.name)]
+    elif path.is_file():
+        runs = _read_requests_file(path)
+    else:
+        raise ValueError(f"{path}: no such file or directory")
+    runs = [r for r in runs if r.requests]
+    if not runs:
+        raise ValueError(f"{path}: no write requests in any run")
+    return runs
+
+
+# ---- degenerate series --------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Exact:
+    """A series continued by rule, without a fit."""
+
+    method: str
+    forecast: np.ndarray
+    order: tuple[int, int, int]
+    seasonal_order: tuple[int, int, int, int] | None = None
+
+
+def _tile(run: np.ndarray, horizon: int) -> np.ndarray:
+    reps = -(-horizon // len(run))
+    return np.tile(run, reps)[:horizon]
+
+
+def detect(runs: Sequence[np.ndarray], horizon: int) -> Exact | None:
+    """The exact continuation of the series made of ``runs`` for ``horizon`` values, or None."""
+    runs = [np.asarray(r, dtype=float) for r in runs if len(r)]
+    if not runs or horizon < 1:
+        return None
+    y = np.concatenate(runs)
+    last, period = runs[-1], len(runs[-1])
+    if np.all(y == y[0]):
+        return Exact("constant", np.full(horizon, y[0]), (0, 0, 0))
+    if len(runs) == 1:
+        return Exact("repeat", _tile(last, horizon), (0, 0, 0), (0, 1, 0, period))
+    same_length = all(len(r) == period for r in runs)
+    if same_length and all(np.array_equal(r, last) for r in runs):
+        return Exact("periodic", _tile(last, horizon), (0, 0, 0), (0, 1, 0, period))
+    steps = np.diff(y)
+    if len(y) >= 3 and np.all(steps == steps[0]) and steps[0] != 0:
+        return Exact("linear", y[-1] + steps[0] * np.arange(1, horizon + 1), (0, 1, 0))
+    if same_length and len(runs) >= 3 and period >= 1:
+        deltas = [b - a for a, b in zip(runs, runs[1:])]
+        if all(np.array_equal(d, deltas[0]) for d in deltas) and np.any(deltas[0] != 0):
+            out, current = [], last
+            while sum(len(o) for o in out) < horizon:
+                current = current + deltas[0]
+                out.append(current)
+            return Exact("seasonal-linear", np.concatenate(out)[:horizon], (0, 0, 0), (0, 2, 0, period))
+    return None
