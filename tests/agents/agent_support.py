@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-DATA = Path(os.environ.get("IEZ_LUSTRE_PARAMS", "/work/shared/data/lustre-params"))
+DATA = Path(os.environ.get("IEZ_LUSTRE_PARAMS", Path(__file__).resolve().parents[1] / "data" / "lustre-params"))
 FIXTURES = sorted(DATA.glob("*.txt"))
 
 # Facts read off each file by hand: name -> (index, kbytestotal, kbytesavail, read_bytes, write_bytes)

@@ -3,7 +3,7 @@
 Each notebook is executed by nbclient on the ``python3`` (ipykernel) kernel in a
 copy inside a temporary directory, so a run leaves nothing behind in
 ``notebooks/``. ``01-traces`` reads the Darshan logs beside the repository
-(``../shared/data/darshan``, handed to it as ``IEZ_DARSHAN_DIR``); ``03-live``
+(``tests/data/darshan``, handed to it as ``IEZ_DARSHAN_DIR``); ``03-live``
 starts its own ``iez api`` on a free port because ``IEZ_API_URL`` is unset here.
 """
 
@@ -25,7 +25,7 @@ from nbclient.exceptions import CellExecutionError
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOKS = REPO / "notebooks"
 NAMES = ("01-traces", "02-placement", "03-live")
-DARSHAN_DIR = REPO.parent / "shared" / "data" / "darshan"
+DARSHAN_DIR = REPO / "tests" / "data" / "darshan"
 POLICIES = ("rr", "qos", "paper", "iez")
 PAPER_SCENARIOS = ("paper-ior-fpp-sc8-8", "paper-ior-fpp-sc8-16", "paper-ior-fpp-sc8-64", "paper-ior-fpp-sc4-64",
                    "paper-hacc-fpp-sc8-8", "paper-hacc-fpp-sc8-16", "paper-hacc-fpp-sc8-32",

@@ -1,6 +1,6 @@
 """``iez trace import-darshan``: real Darshan logs turned into write requests, replayed and stored.
 
-The logs and the facts asserted come from ``/work/shared/data/darshan`` and its README.
+The logs and the facts asserted come from ``tests/data/darshan`` and its README (a copy of the project's shared data).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from iez.db.requests import app_summary
 from iez.sim.workloads import load_requests
 from iez.trace.darshan import DarshanRequest, import_darshan, read_log
 
-LOGS = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "darshan"  # ../shared beside the repo
+LOGS = Path(__file__).resolve().parents[1] / "data" / "darshan"
 ALL_LOGS = ("dlio-python-a", "dlio-python-b", "e3sm-io-512ranks", "empty", "hdf5-file-opens",
             "ior-posix-16ranks", "mpi-io-test-3.5.0", "theta-imbalanced-io")
 MIB = 1 << 20
