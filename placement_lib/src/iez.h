@@ -51,6 +51,7 @@ void iez_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Re-entry guard: set while libiez itself (or a DB client it called) runs. */
 extern IEZ_TLS int iez_busy;
+extern IEZ_TLS int iez_in_mpi_write; /* POSIX writes inside MPI-IO writes are not counted twice */
 
 /* ---- real symbols (real.c) --------------------------------------------- */
 typedef int (*iez_open_fn)(const char *, int, ...);
@@ -153,6 +154,20 @@ void iez_mpi_set_rank(int rank, int size);
 void iez_trace_opened(int dirfd, const char *path, int fd, int flags);
 void iez_trace_opened_file(const char *path, FILE *fp, const char *mode);
 void iez_trace_written(int fd, ssize_t bytes);
+/* The write hot path, inlined into every write interposer: one load when not tracing; when
+ * tracing, the descriptor's record (if any) gets the bytes with one atomic add. */
+struct iez_record_bytes { uint64_t bytes; };
+extern void **iez_fd_records;   /* fd -> record; a record starts with its byte counter */
+extern size_t iez_fd_records_len;
+static inline void iez_count_write(int fd, ssize_t n)
+{
+    void **table = __atomic_load_n(&iez_fd_records, __ATOMIC_ACQUIRE);
+    if (__builtin_expect(table == 0, 1) || n <= 0 || (size_t)(unsigned)fd >= iez_fd_records_len)
+        return;
+    struct iez_record_bytes *r = __atomic_load_n(&table[fd], __ATOMIC_ACQUIRE);
+    if (r && !iez_in_mpi_write && !iez_busy)
+        __atomic_add_fetch(&r->bytes, (uint64_t)n, __ATOMIC_RELAXED);
+}
 void iez_trace_closing(int fd);
 void *iez_trace_detach(int fd);
 void iez_trace_size_by_path(void *record);
@@ -163,6 +178,5 @@ int iez_trace_write_csv(int fd);
 int iez_trace_has_records(void);
 void iez_trace_atfork_child(void);
 void iez_trace_forget_written(void);
-extern IEZ_TLS int iez_in_mpi_write; /* POSIX writes inside MPI-IO writes are not counted twice */
 
 #endif

@@ -206,7 +206,7 @@ IEZ_EXPORT FILE *fopen64(const char *path, const char *mode)
 /* Writes: the descriptor table exists only in tracing mode, so iez_trace_written's first
  * load is the whole cost elsewhere. Opens and closes still ask the configuration. */
 #define TRACING() (__builtin_expect(iez_cfg()->mode == IEZ_MODE_TRACE, 0) && !iez_busy)
-#define COUNT_WRITE(fd, r) do { if ((r) > 0) iez_trace_written((fd), (r)); } while (0)
+#define COUNT_WRITE(fd, r) iez_count_write((fd), (r))
 
 IEZ_EXPORT ssize_t write(int fd, const void *buf, size_t n)
 {

@@ -13,10 +13,10 @@
 #include <unistd.h>
 
 struct record {
+    uint64_t bytes;           /* atomic; first, so iez_count_write can add without knowing the rest */
     struct record *next;      /* all records, newest first */
     struct record *hash_next;
     char *path;
-    uint64_t bytes;           /* atomic */
     int64_t size;             /* -1: unknown */
     double open_time;
     int stripe_count;
@@ -28,8 +28,10 @@ struct record {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct record *buckets[BUCKETS];
 static struct record *all;
-static struct record **fds;   /* fd -> record, atomics */
-static size_t nfds;
+void **iez_fd_records;        /* fd -> struct record *, atomics (iez.h) */
+size_t iez_fd_records_len;
+#define fds ((struct record **)iez_fd_records)
+#define nfds iez_fd_records_len
 IEZ_TLS int iez_in_mpi_write;
 
 static uint64_t hash(const char *s)
@@ -50,10 +52,10 @@ static void ensure_fd_table(void)
         n = (size_t)rl.rlim_cur;
     if (n > (1u << 20))
         n = 1u << 20; /* descriptors above this are not traced, only sized at exit */
-    struct record **table = calloc(n, sizeof *table);
+    void **table = calloc(n, sizeof *table);
     if (table) {
-        nfds = n;
-        __atomic_store_n(&fds, table, __ATOMIC_RELEASE);
+        iez_fd_records_len = n;
+        __atomic_store_n(&iez_fd_records, table, __ATOMIC_RELEASE);
     }
 }
 
@@ -145,7 +147,7 @@ void iez_trace_opened_file(const char *path, FILE *fp, const char *mode)
 
 void iez_trace_written(int fd, ssize_t bytes)
 {
-    struct record **table = __atomic_load_n(&fds, __ATOMIC_ACQUIRE);
+    struct record **table = (struct record **)__atomic_load_n(&iez_fd_records, __ATOMIC_ACQUIRE);
     if (__builtin_expect(!table, 1) || (unsigned)fd >= nfds)
         return; /* not tracing, or a descriptor beyond the table */
     struct record *r = __atomic_load_n(&table[fd], __ATOMIC_ACQUIRE);
@@ -156,7 +158,7 @@ void iez_trace_written(int fd, ssize_t bytes)
 
 void *iez_trace_detach(int fd)
 {
-    struct record **table = __atomic_load_n(&fds, __ATOMIC_ACQUIRE);
+    struct record **table = (struct record **)__atomic_load_n(&iez_fd_records, __ATOMIC_ACQUIRE);
     if (!table || fd < 0 || (size_t)fd >= nfds || !__atomic_load_n(&table[fd], __ATOMIC_RELAXED))
         return NULL;
     if (!iez_is_owner())
