@@ -2,7 +2,7 @@
 
 The service binds a ZeroMQ SUB socket the OSS agents connect to, keeps the
 live view, stores reports and allocations in the interaction DB, and writes
-its counters to a status file every second (``$IEZ_STATE_DIR/mds-status.json``
+its counters to a status file every two seconds (``$IEZ_STATE_DIR/mds-status.json``
 by default).
 """
 

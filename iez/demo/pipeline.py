@@ -16,6 +16,7 @@ import sys
 import time
 import traceback
 from dataclasses import asdict, dataclass, field
+from datetime import timezone
 from pathlib import Path
 
 from sqlalchemy import delete, select
@@ -205,7 +206,7 @@ class Demo:
 
     def _placed_run(self, policy: str) -> str:
         t0 = time.time() + 1.1
-        self.services.wait(lambda: self._settled_since(t0), 30, "settled OST statistics before the run")
+        self.services.wait(lambda: self._settled_since(t0), 60, "settled OST statistics before the run")
         start = self._avail_now()
         self.writer.run(self.out, self._env("place", f"run-{policy}"))
         found = usage(str(self.out))
@@ -218,19 +219,19 @@ class Demo:
         return f"{found.placed_files} files placed, OSTCost {self.runs[policy].ost_cost:.3f}"
 
     def _settled_since(self, t0: float) -> bool:
-        """Every OSS has reported after ``t0`` and the MDS has stored all it received."""
-        status = self.services.status()
-        seen = status.get("osses", {}).get("last_seen", {})
-        messages = status.get("messages", {})
-        return (len(seen) == 3 and all(t > t0 for t in seen.values())
-                and messages.get("stored") == messages.get("accepted"))
+        """The DB holds a report sampled after ``t0`` for every OST (the MDS stores every few seconds)."""
+        def oldest(conn):
+            return conn.execute(select(OstRow.sample_time)).scalars().all()
+
+        times = read(self.engine, oldest)
+        return len(times) == 15 and min(t.replace(tzinfo=timezone.utc).timestamp() for t in times) > t0
 
     def _reset(self) -> str:
         """Remove the run's files and wait until the agents report the space free again."""
         before = self.start_avail
         self._clear_outputs()
         t0 = time.time() + 1.1  # the emulator rewrites its trees every half interval
-        self.services.wait(lambda: self._settled_since(t0), 30, "fresh reports after the files were removed")
+        self.services.wait(lambda: self._settled_since(t0), 60, "fresh reports after the files were removed")
         self.services.wait(lambda: all(abs(self._avail_now().get(o, 0) - kb) <= max(1024, kb // 1000)
                                        for o, kb in before.items()), 30, "the agents to report the space freed")
         return "outputs removed; OSTs back to their starting free space"

@@ -141,7 +141,7 @@ class MdsService:
         next_prune = time.monotonic() + 60
         try:
             while not self._stop.is_set():
-                if poller.poll(timeout=100):
+                if poller.poll(timeout=250):
                     self._drain(sock)
                 now = time.monotonic()
                 if self._batch and (now - self._batch_since >= self.config.flush_s or len(self._batch) >= self.config.batch_max):
@@ -154,7 +154,7 @@ class MdsService:
                     next_prune = now + 3600
                     prune(self.engine, self.config.retain)
                 if now >= next_status:
-                    next_status = now + 1.0
+                    next_status = now + 2.0
                     self.write_status()
         finally:
             self._flush()
@@ -359,7 +359,7 @@ class MdsService:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_name(path.name + ".tmp")
-            tmp.write_text(json.dumps(self.status(), indent=1))
+            tmp.write_text(json.dumps(self.status(), separators=(",", ":")))
             os.replace(tmp, path)
         except OSError as err:
             log.error("cannot write %s: %s", path, err)
