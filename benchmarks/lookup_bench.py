@@ -30,6 +30,7 @@ import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
+from typing import Sequence
 
 from sqlalchemy import create_engine, insert, inspect, text
 
@@ -43,9 +44,13 @@ def path_of(i: int) -> str:
     return f"/lustre/scratch/job{i // 1000:03d}/rank{i % 1000:04d}/out.h5"
 
 
-def fill(db: str, count: int) -> None:
+def fill(db: str, count: int, pinned: Sequence[str] = ()) -> None:
+    """An emptied DB at the current schema holding ``pinned`` paths and ``count`` others (also used by
+    preload_latency.py)."""
     url = database_url(db)
-    if url.get_backend_name() != "sqlite":
+    if url.get_backend_name() == "sqlite":
+        Path(url.database).unlink(missing_ok=True)
+    else:
         ensure_database(url)
         raw = create_engine(url)
         with raw.begin() as conn:
@@ -58,14 +63,15 @@ def fill(db: str, count: int) -> None:
     engine = make_engine(url)
     upgrade(engine)
     now = utcnow()
+    paths = [*pinned, *(path_of(i) for i in range(count))]
     rows = [
-        {"path": path_of(i), "stripe_size": 1048576, "stripe_count": 4,
+        {"path": path, "stripe_size": 1048576, "stripe_count": 4,
          "osts": " ".join(str((i + k * 4) % 15) for k in range(4)), "policy": "iez", "state": "planned",
          "created": now}
-        for i in range(count)
+        for i, path in enumerate(paths)
     ]
     with engine.begin() as conn:
-        for start in range(0, count, 10000):
+        for start in range(0, len(rows), 10000):
             conn.execute(insert(AllocationRow), rows[start : start + 10000])
     engine.dispose()
 

@@ -33,12 +33,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from sqlalchemy import create_engine, insert, inspect, text
-
-from iez.config import database_url
-from iez.db.engine import make_engine
-from iez.db.models import AllocationRow, utcnow
-from iez.db.schema import ensure_database, upgrade
+from lookup_bench import fill  # same directory: the DB filler both benchmarks use
 
 ROOT = Path(__file__).resolve().parent.parent
 LIB = ROOT / "placement_lib" / "build" / "libiez.so"
@@ -50,38 +45,6 @@ def build(tmp: Path) -> Path:
     exe = tmp / "open_bench"
     subprocess.run(["gcc", "-O2", "-o", str(exe), str(BENCH_SRC)], check=True)
     return exe
-
-
-def reset(db: str) -> None:
-    url = database_url(db)
-    if url.get_backend_name() == "sqlite":
-        Path(db).unlink(missing_ok=True)
-        return
-    ensure_database(url)
-    raw = create_engine(url)
-    with raw.begin() as conn:
-        conn.execute(text("SET FOREIGN_KEY_CHECKS=0"))
-        for view in inspect(conn).get_view_names():
-            conn.execute(text(f"DROP VIEW `{view}`"))
-        for table in inspect(conn).get_table_names():
-            conn.execute(text(f"DROP TABLE `{table}`"))
-    raw.dispose()
-
-
-def fill(db: str, pinned: list[str], others: int) -> None:
-    """The pinned paths plus ``others`` unrelated allocations, so lookups hit a realistic index."""
-    reset(db)
-    engine = make_engine(database_url(db))
-    upgrade(engine)
-    now = utcnow()
-    paths = pinned + [f"/lustre/scratch/job{i // 1000:03d}/rank{i % 1000:04d}/out.h5" for i in range(others)]
-    rows = [{"path": p, "stripe_size": 1048576, "stripe_count": 4,
-             "osts": " ".join(str((i + 4 * k) % 15) for k in range(4)), "policy": "iez", "state": "planned",
-             "created": now} for i, p in enumerate(paths)]
-    with engine.begin() as conn:
-        for start in range(0, len(rows), 10000):
-            conn.execute(insert(AllocationRow), rows[start:start + 10000])
-    engine.dispose()
 
 
 def run(exe: Path, args: list[str], env: dict) -> list[int]:
@@ -120,7 +83,7 @@ def create_case(exe, base_env, dirs, db, name, target_us, calls, rounds, others,
                 (work / "plain").mkdir()
                 (work / "placed").mkdir()
                 if db is not None:
-                    fill(db, pinned, others)
+                    fill(db, others, pinned)
                 env = {**base_env, "IEZ_DB": db or str(work / "none.db"), "IEZ_STATE_DIR": str(work / "state"),
                        "IEZ_INCLUDE": str(work), **(extra_env(work) if extra_env else {})}
                 # alternate which side runs first, so drift and warm caches favour neither
