@@ -12,13 +12,11 @@ keeps the trees in step with the files below the data directories (default
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 from iez.units import parse_size

@@ -17,7 +17,7 @@ from sqlalchemy import Engine, delete, select
 
 from iez.db.engine import is_sqlite, write_session
 from iez.db.models import OssStat, OstStat, Reservation, utcnow
-from iez.db.stats import OssReport, release_caught_up
+from iez.db.stats import release_caught_up
 
 
 _OSS_SERIES = "INSERT INTO oss_stats (oss_id, seq, sample_time, cpu_pct, mem_pct) VALUES ({})"

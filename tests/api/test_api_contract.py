@@ -6,10 +6,9 @@ import json
 import os
 import uuid
 
-import httpx
 import pytest
 
-from conftest import API_TOKEN, Server, fresh_db, run_iez
+from conftest import Server, fresh_db, run_iez
 
 POLICY = os.environ.get("IEZ_TEST_POLICY", "iez")
 GiB_KB = 1024 * 1024

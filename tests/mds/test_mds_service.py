@@ -14,9 +14,8 @@ from conftest import BACKENDS, fresh_db
 from iez.config import database_url
 from iez.db.allocations import lookup
 from iez.db.engine import make_engine, read, write_session
-from iez.db.models import AllocationRow, OstRow, OstStat, Reservation, utcnow
+from iez.db.models import AllocationRow, OstRow, OstStat
 from iez.db.requests import RequestIn, upsert_requests
-from iez.db.stats import reserved_bytes
 from mds_helpers import Publisher, mds_factory, stats  # noqa: F401 (mds_factory is a fixture)
 
 pytestmark = pytest.mark.timeout(180)
