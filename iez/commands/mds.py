@@ -32,6 +32,8 @@ def register(subparsers) -> None:
     p.add_argument("--mem-max", type=float, default=50.0, metavar="PCT", help="allocate only below this MDS memory %% (100: no limit)")
     p.add_argument("--congestion-weight", type=float, default=0.2, metavar="W",
                    help="weight of live OST bandwidth in the iez cost (0 ignores it)")
+    p.add_argument("--oss-load-weight", type=float, default=0.1, metavar="W",
+                   help="weight of an OSS's reported cpu and memory in the iez cost (0 ignores them)")
     p.add_argument("--oss-list", type=Path, metavar="FILE",
                    help="known OSS ids, one per line; messages from others are dropped (default: accept all)")
     p.add_argument("--curve-secret-key", type=Path, metavar="FILE", help="the MDS's CURVE secret certificate")
@@ -59,6 +61,7 @@ def _run(args: argparse.Namespace) -> int:
         return _print_status(status_file, args.json)
     for name, value, low, high in (("--interval", args.interval, 1.0, 86400.0), ("--cpu-max", args.cpu_max, 0, 100),
                                    ("--mem-max", args.mem_max, 0, 100), ("--congestion-weight", args.congestion_weight, 0, 100),
+                                   ("--oss-load-weight", args.oss_load_weight, 0, 100),
                                    ("--series-interval", args.series_interval, 0, 86400)):
         if not low <= value <= high:
             raise ValueError(f"{name} {value} is outside {low}..{high}")
@@ -77,7 +80,8 @@ def _run(args: argparse.Namespace) -> int:
     engine = open_db(settings, create_if_empty=True)
     config = MdsConfig(bind=args.bind, policy=args.policy, interval_s=args.interval,
                        stale_intervals=args.stale_intervals, cpu_max=args.cpu_max, mem_max=args.mem_max,
-                       congestion_weight=args.congestion_weight, reservation_ttl_s=settings.reservation_ttl_s,
+                       congestion_weight=args.congestion_weight, oss_load_weight=args.oss_load_weight,
+                       reservation_ttl_s=settings.reservation_ttl_s,
                        retain=timedelta(days=args.retain_days), allowed_oss=allowed,
                        series_interval_s=args.series_interval,
                        curve_secret_key=args.curve_secret_key, curve_authorized=args.curve_authorized,

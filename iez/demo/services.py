@@ -46,8 +46,9 @@ class Services:
         # agents report every 2 s: three missed reports (6 s) on a machine this busy would be a false alarm at 1 s
         self._start("mds", iez + ["mds", "--db", self.db, "--bind", self.mds_endpoint, "--interval", "2",
                                   "--status-file", str(self.status_file),
-                                  # the demo itself keeps this small machine busy: no resource gate here
-                                  "--cpu-max", "100", "--mem-max", "100"])
+                                  # the demo itself keeps this small machine busy: no resource gate here; and
+                                  # the emulated OSSs all share this host, so their cpu readings are noise
+                                  "--cpu-max", "100", "--mem-max", "100", "--oss-load-weight", "0"])
         self._wait(lambda: self.status_file.exists(), timeout, "the MDS to start")
         self._start("cluster", iez + ["cluster", "emulate", "--root", str(self.cluster_root), "--oss", str(self.oss),
                                       "--osts-per-oss", str(self.osts_per_oss), "--ost-size", self.ost_size,

@@ -50,6 +50,7 @@ class MdsConfig:
     cpu_max: float = 70.0
     mem_max: float = 50.0
     congestion_weight: float = 0.2
+    oss_load_weight: float = 0.1  # weight of an OSS's reported cpu and memory in the iez cost
     reservation_ttl_s: float = 86400.0
     poll_s: float = 1.0  # how often pending requests and resources are checked
     flush_s: float = 5.0  # longest a received report waits before it is stored (allocation flushes first)
@@ -328,7 +329,9 @@ class MdsService:
         return placed
 
     def _policy_options(self) -> dict:
-        return {"congestion_weight": self.config.congestion_weight} if self.config.policy == "iez" else {}
+        if self.config.policy != "iez":
+            return {}
+        return {"congestion_weight": self.config.congestion_weight, "oss_load_weight": self.config.oss_load_weight}
 
     # -- status ---------------------------------------------------------------------------
     def status(self) -> dict:
