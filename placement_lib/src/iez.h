@@ -88,6 +88,7 @@ int iez_layout_format(const struct iez_layout *l, char *out, size_t outlen);
 /* Parses the DB's "3 7 11" OST text into l; 0 on success. */
 int iez_layout_parse_osts(const char *text, struct iez_layout *l);
 int iez_sidecar_append(const char *attr_text, const char *abspath);
+int iez_make_dirs(const char *dir);
 size_t iez_escape_path(const char *path, char *out, size_t outlen);
 
 /* ---- Lustre (lustre.c) ------------------------------------------------- */
@@ -153,7 +154,6 @@ void iez_mpi_set_rank(int rank, int size);
 /* ---- tracing (trace.c) ------------------------------------------------- */
 void iez_trace_opened(int dirfd, const char *path, int fd, int flags);
 void iez_trace_opened_file(const char *path, FILE *fp, const char *mode);
-void iez_trace_written(int fd, ssize_t bytes);
 /* The write hot path, inlined into every write interposer: one load when not tracing; when
  * tracing, the descriptor's record (if any) gets the bytes with one atomic add. */
 struct iez_record_bytes { uint64_t bytes; };

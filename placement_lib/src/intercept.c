@@ -203,7 +203,7 @@ IEZ_EXPORT FILE *fopen64(const char *path, const char *mode)
 
 /* ---- tracing: writes and closes ------------------------------------------- */
 
-/* Writes: the descriptor table exists only in tracing mode, so iez_trace_written's first
+/* Writes: the descriptor table exists only in tracing mode, so iez_count_write's first
  * load is the whole cost elsewhere. Opens and closes still ask the configuration. */
 #define TRACING() (__builtin_expect(iez_cfg()->mode == IEZ_MODE_TRACE, 0) && !iez_busy)
 #define COUNT_WRITE(fd, r) iez_count_write((fd), (r))
@@ -286,7 +286,7 @@ IEZ_EXPORT size_t fwrite(const void *buf, size_t size, size_t n, FILE *fp)
         int saved = errno;
         int fd = fileno(fp);
         if (fd >= 0)
-            iez_trace_written(fd, (ssize_t)(r * size));
+            iez_count_write(fd, (ssize_t)(r * size));
         errno = saved;
     }
     return r;

@@ -71,8 +71,8 @@ size_t iez_escape_path(const char *path, char *out, size_t outlen)
     return n;
 }
 
-/* mkdir -p with raw semantics; 0 when the directory exists afterwards. */
-static int make_dirs(const char *dir)
+/* mkdir -p: 0 when the directory exists afterwards. */
+int iez_make_dirs(const char *dir)
 {
     char buf[IEZ_PATH_MAX];
     size_t n = strlen(dir);
@@ -96,7 +96,7 @@ int iez_sidecar_append(const char *attr_text, const char *abspath)
 {
     const struct iez_config *c = iez_cfg();
     char file[IEZ_PATH_MAX + 32];
-    if (make_dirs(c->state_dir) != 0)
+    if (iez_make_dirs(c->state_dir) != 0)
         return -1;
     snprintf(file, sizeof file, "%s/layouts.log", c->state_dir);
     size_t cap = strlen(attr_text) + 2 * strlen(abspath) + 3; /* heap: threads may have small stacks */

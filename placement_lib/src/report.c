@@ -89,23 +89,6 @@ int iez_csv_field(char *out, size_t outlen, const char *field)
     return 0;
 }
 
-static int make_dirs(const char *dir)
-{
-    char buf[IEZ_PATH_MAX];
-    size_t n = strlen(dir);
-    if (n >= sizeof buf || n == 0)
-        return -1;
-    memcpy(buf, dir, n + 1);
-    for (char *p = buf + 1; *p; p++)
-        if (*p == '/') {
-            *p = '\0';
-            if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-                return -1;
-            *p = '/';
-        }
-    return mkdir(buf, 0755) != 0 && errno != EEXIST ? -1 : 0;
-}
-
 /* Writes dir/<kind>.<host>.<pid>.<ns>.csv through a temporary name. */
 static void write_report(const char *dir, const char *kind, int (*fill)(int fd, void *arg), void *arg)
 {
@@ -114,7 +97,7 @@ static void write_report(const char *dir, const char *kind, int (*fill)(int fd, 
     clock_gettime(CLOCK_REALTIME, &ts);
     unsigned long long ns = (unsigned long long)ts.tv_sec * 1000000000ULL + (unsigned long long)ts.tv_nsec;
     const char *host = iez_cfg()->host;
-    if (make_dirs(dir) != 0) {
+    if (iez_make_dirs(dir) != 0) {
         iez_debug("cannot create %s for the %s report: %s", dir, kind, strerror(errno));
         return;
     }

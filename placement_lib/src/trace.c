@@ -145,17 +145,6 @@ void iez_trace_opened_file(const char *path, FILE *fp, const char *mode)
         iez_trace_opened(AT_FDCWD, path, fd, O_WRONLY);
 }
 
-void iez_trace_written(int fd, ssize_t bytes)
-{
-    struct record **table = (struct record **)__atomic_load_n(&iez_fd_records, __ATOMIC_ACQUIRE);
-    if (__builtin_expect(!table, 1) || (unsigned)fd >= nfds)
-        return; /* not tracing, or a descriptor beyond the table */
-    struct record *r = __atomic_load_n(&table[fd], __ATOMIC_ACQUIRE);
-    /* inside an MPI-IO write the interposer counts the call's logical bytes; libiez's own writes never count */
-    if (r && !iez_in_mpi_write && !iez_busy)
-        __atomic_add_fetch(&r->bytes, (uint64_t)bytes, __ATOMIC_RELAXED);
-}
-
 void *iez_trace_detach(int fd)
 {
     struct record **table = (struct record **)__atomic_load_n(&iez_fd_records, __ATOMIC_ACQUIRE);
