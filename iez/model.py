@@ -13,6 +13,18 @@ from typing import Sequence
 #: Lustre's ``-1`` stripe count: stripe over every usable OST.
 ALL_OSTS = -1
 
+MiB = 1 << 20
+#: Bandwidth an OST / an OSS sustains when the cluster description does not say (bytes/s).
+DEFAULT_OST_BANDWIDTH = 200 * MiB
+DEFAULT_OSS_BANDWIDTH = 600 * MiB
+#: No OST is pushed past this fill by iez unless the site says otherwise.
+DEFAULT_FILL_CAP = 0.95
+#: A congested target still serves this share of its bandwidth (a busy OST is slow, not dead).
+MIN_BANDWIDTH_SHARE = 0.02
+#: Lustre's OST states (``state`` in the cluster description). Only the first two take new stripes;
+#: a degraded OST only when nothing else fits.
+OST_STATES = ("active", "degraded", "inactive", "readonly", "nocreate")
+
 
 @dataclass(frozen=True)
 class OSS:
@@ -21,12 +33,16 @@ class OSS:
     id: str
     cpu_pct: float = 0.0
     mem_pct: float = 0.0
+    bandwidth: float = DEFAULT_OSS_BANDWIDTH  # bytes/s over all its OSTs (network, CPU)
+    domain: str = ""  # failure domain (rack, controller pair); the OSS itself when empty
 
     def __post_init__(self) -> None:
         for name in ("cpu_pct", "mem_pct"):
             value = getattr(self, name)
             if not 0.0 <= value <= 100.0:
                 raise ValueError(f"OSS {self.id}: {name}={value} is outside 0..100")
+        if not self.bandwidth > 0:
+            raise ValueError(f"OSS {self.id}: bandwidth={self.bandwidth} must be positive")
 
 
 @dataclass(frozen=True)
@@ -37,12 +53,18 @@ class OST:
     oss_id: str
     kbytes_total: int
     kbytes_avail: int
-    # Live I/O congestion, 0 (idle) .. 1 (the busiest OST the MDS sees); see iez.mds.view.
-    io_load: float = 0.0
+    bandwidth: float = DEFAULT_OST_BANDWIDTH  # bytes/s the target sustains
+    load: float = 0.0  # bytes/s other jobs drive on it now (live congestion): bandwidth a new job cannot have
+    state: str = "active"
+    pools: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        if not 0.0 <= self.io_load <= 1.0:
-            raise ValueError(f"OST {self.index}: io_load={self.io_load} is outside 0..1")
+        if not self.bandwidth > 0:
+            raise ValueError(f"OST {self.index}: bandwidth={self.bandwidth} must be positive")
+        if not self.load >= 0:
+            raise ValueError(f"OST {self.index}: load={self.load} must not be negative")
+        if self.state not in OST_STATES:
+            raise ValueError(f"OST {self.index}: state {self.state!r} is not one of {', '.join(OST_STATES)}")
         if self.index < 0:
             raise ValueError(f"OST index {self.index} is negative")
         if self.kbytes_total <= 0:
@@ -65,6 +87,20 @@ class OST:
         """Fraction of the OST already used."""
         return 1.0 - self.kbytes_avail / self.kbytes_total
 
+    @property
+    def usable_bandwidth(self) -> float:
+        """What a new job can get here: the bandwidth less live congestion, never below a small share."""
+        return max(self.bandwidth - self.load, self.bandwidth * MIN_BANDWIDTH_SHARE)
+
+    @property
+    def takes_stripes(self) -> bool:
+        return self.state in ("active", "degraded")
+
+    def room_bytes(self, fill_cap: float) -> int:
+        """Bytes that may still be added without passing ``fill_cap`` (and never past the free space)."""
+        used = self.bytes_total - self.bytes_avail
+        return max(0, min(self.bytes_avail, int(fill_cap * self.bytes_total) - used))
+
 
 @dataclass(frozen=True)
 class WriteRequest:
@@ -75,6 +111,7 @@ class WriteRequest:
     write_bytes: int
     stripe_count: int
     rank: int = 0
+    pool: str | None = None
 
     def __post_init__(self) -> None:
         if self.write_bytes < 0:
@@ -103,8 +140,11 @@ class ClusterState:
 
     osts: tuple[OST, ...]
     osses: dict[str, OSS] = field(default_factory=dict)
+    fill_cap: float = DEFAULT_FILL_CAP
 
     def __post_init__(self) -> None:
+        if not 0.0 < self.fill_cap <= 1.0:
+            raise ValueError(f"fill_cap={self.fill_cap} is outside (0, 1]")
         seen: set[int] = set()
         for ost in self.osts:
             if ost.index in seen:
@@ -112,14 +152,25 @@ class ClusterState:
             seen.add(ost.index)
 
     @classmethod
-    def build(cls, osts: Sequence[OST], osses: Sequence[OSS] = ()) -> "ClusterState":
+    def build(cls, osts: Sequence[OST], osses: Sequence[OSS] = (), fill_cap: float = DEFAULT_FILL_CAP
+              ) -> "ClusterState":
         known = {oss.id: oss for oss in osses}
         for ost in osts:
             known.setdefault(ost.oss_id, OSS(ost.oss_id))
-        return cls(tuple(sorted(osts, key=lambda o: o.index)), known)
+        return cls(tuple(sorted(osts, key=lambda o: o.index)), known, fill_cap)
 
     def oss_of(self, ost: OST) -> OSS:
         return self.osses[ost.oss_id]
+
+    def with_osts(self, osts: Sequence[OST]) -> "ClusterState":
+        """The same servers and settings over another OST list (a pool, the OSTs in a state)."""
+        return ClusterState(tuple(osts), self.osses, self.fill_cap)
+
+
+def object_bytes(write_bytes: int, stripe_size: int, stripe_count: int) -> int:
+    """Bytes of a file's fullest stripe object (the first one), RAID-0 wrap-around included."""
+    full_rounds, rest = divmod(write_bytes, stripe_size * stripe_count)
+    return full_rounds * stripe_size + min(stripe_size, rest)
 
 
 def raid0_bytes(write_bytes: int, stripe_size: int, stripe_count: int) -> list[int]:

@@ -2,7 +2,7 @@
 
 ``make_policy(name, seed=...)`` builds one; :data:`POLICY_NAMES` lists them:
 
-- ``iez``: balanced min-cost flow with convex per-OST costs (the product's policy);
+- ``iez``: bandwidth-first placement under a fill cap (the product's policy);
 - ``paper``: Algorithm 2 of the paper as printed (shows the collapse onto few OSTs);
 - ``rr`` and ``qos``: Lustre's round-robin and weighted (QoS) allocators;
 - ``random``: uniform over usable OSTs, seeded.
@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from importlib import import_module
 
-from iez.allocate.base import AllocationError, Policy, StripeRules
+from iez.allocate.base import AllocationError, Placement, Policy, Refused, StripeRules
 
 _POLICY_CLASSES = {
-    "iez": ("iez.allocate.balanced", "BalancedPolicy"),
+    "iez": ("iez.allocate.bandwidth", "BandwidthPolicy"),
     "paper": ("iez.allocate.paper", "PaperPolicy"),
     "rr": ("iez.allocate.lustre_rr", "RoundRobinPolicy"),
     "qos": ("iez.allocate.lustre_qos", "QosPolicy"),
@@ -34,4 +34,4 @@ def make_policy(name: str, seed: int = 0, **options) -> Policy:
     return getattr(import_module(module), cls)(seed=seed, **options)
 
 
-__all__ = ["AllocationError", "Policy", "StripeRules", "POLICY_NAMES", "make_policy"]
+__all__ = ["AllocationError", "Placement", "Policy", "Refused", "StripeRules", "POLICY_NAMES", "make_policy"]

@@ -5,6 +5,11 @@ list) over the OSTs it is shown. Policies may keep state between calls, as
 Lustre's allocators do (round-robin position, QoS penalties), so one instance
 models one MDS over a sequence of jobs. The same input, seed and call sequence
 always give the same layouts.
+
+Refusal is per file: :meth:`Policy.place` places what it can and names, for
+every file it cannot place (stripe count above the usable OSTs, no room under
+the fill cap), the reason. Only OSTs that take new stripes and belong to the
+request's pool are candidates.
 """
 
 from __future__ import annotations
@@ -13,8 +18,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Sequence
 
+from iez.allocate.stripe import ALIGNMENT, MAX_STRIPE_SIZE, stripe_size
 from iez.model import ALL_OSTS, Allocation, ClusterState, WriteRequest
-from iez.allocate.stripe import ALIGNMENT, stripe_size
 
 
 class AllocationError(ValueError):
@@ -28,46 +33,109 @@ class AllocationError(ValueError):
 
 
 @dataclass(frozen=True)
+class Refused:
+    """Why one file gets no layout (it is then left to Lustre's own allocator)."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Placement:
+    """A batch's outcome: one entry per request, an :class:`Allocation` or a :class:`Refused`."""
+
+    requests: tuple[WriteRequest, ...]
+    outcomes: tuple[Allocation | Refused, ...]
+
+    @property
+    def allocations(self) -> list[Allocation]:
+        return [o for o in self.outcomes if isinstance(o, Allocation)]
+
+    @property
+    def placed(self) -> list[tuple[WriteRequest, Allocation]]:
+        return [(r, o) for r, o in zip(self.requests, self.outcomes) if isinstance(o, Allocation)]
+
+    @property
+    def refused(self) -> list[tuple[WriteRequest, str]]:
+        return [(r, o.reason) for r, o in zip(self.requests, self.outcomes) if isinstance(o, Refused)]
+
+
+@dataclass(frozen=True)
 class StripeRules:
-    """How stripe sizes are computed (paper Method II; alignment configurable)."""
+    """How stripe sizes are computed (paper Method II, capped at Lustre's 32-bit limit)."""
 
     alignment: int = ALIGNMENT
     multiple: int = 2
+    max_size: int = MAX_STRIPE_SIZE
 
     def size(self, write_bytes: int, stripe_count: int) -> int:
-        return stripe_size(write_bytes, stripe_count, self.alignment, self.multiple)
+        return stripe_size(write_bytes, stripe_count, self.alignment, self.multiple, self.max_size)
 
 
 class Policy(ABC):
     """One placement policy. Subclasses implement :meth:`_place`."""
 
     name: str = ""
+    #: Whether the policy promises never to exceed an OST's free space (Lustre's own allocators do not
+    #: know a file's size when they choose, so they cannot).
+    size_aware: bool = True
 
     def __init__(self, seed: int = 0, stripe_rules: StripeRules | None = None):
         self.seed = seed
         self.stripe_rules = stripe_rules or StripeRules()
 
     def allocate(self, cluster: ClusterState, requests: Sequence[WriteRequest]) -> list[Allocation]:
-        """Layouts for ``requests`` in their order; raises :class:`AllocationError` if any is impossible."""
-        if not requests:
-            return []
-        counts = resolve_stripe_counts(cluster, requests)
-        size_of: dict[tuple[int, int], int] = {}  # a job's files are mostly alike: size each shape once
-        sizes = []
-        for request, count in zip(requests, counts):
-            key = (request.write_bytes, count)
-            if key not in size_of:
-                size_of[key] = self.stripe_rules.size(*key)
-            sizes.append(size_of[key])
-        check_total_space(cluster, requests, counts, sizes)
-        lists = self._place(cluster, requests, counts, sizes)
-        out = []
-        for request, size, osts, count in zip(requests, sizes, lists, counts):
-            layout = tuple(map(int, osts))
-            if len(layout) != count or len(set(layout)) != count:
-                raise AssertionError(f"{self.name}: {request.file} got OSTs {layout}, wanted {count} distinct")
-            out.append(Allocation(request.file, size, layout, self.name))
-        return out
+        """Layouts for ``requests`` in their order; raises :class:`AllocationError` for the first refused file."""
+        placement = self.place(cluster, requests)
+        for request, outcome in zip(placement.requests, placement.outcomes):
+            if isinstance(outcome, Refused):
+                raise AllocationError(request, outcome.reason)
+        return placement.allocations
+
+    def place(self, cluster: ClusterState, requests: Sequence[WriteRequest]) -> Placement:
+        """Place every file that can be placed; the others are refused with their reason."""
+        requests = tuple(requests)
+        outcomes: list[Allocation | Refused | None] = [None] * len(requests)
+        by_pool: dict[str | None, list[int]] = {}
+        for i, request in enumerate(requests):
+            by_pool.setdefault(request.pool or None, []).append(i)
+        for pool, members in by_pool.items():
+            candidates = [o for o in cluster.osts if o.takes_stripes and (pool is None or pool in o.pools)]
+            view = cluster.with_osts(candidates)
+            where = f"pool {pool}" if pool else "the file system"
+            todo, counts, sizes = [], [], []
+            size_of: dict[tuple[int, int], int] = {}  # a job's files are mostly alike: size each shape once
+            for i in members:
+                request = requests[i]
+                count = len(candidates) if request.stripe_count == ALL_OSTS else request.stripe_count
+                if not candidates:
+                    outcomes[i] = Refused(f"no OST of {where} takes new stripes")
+                elif count > len(candidates):
+                    outcomes[i] = Refused(f"stripe count {count} exceeds the {len(candidates)} OSTs of {where} "
+                                          "that take new stripes")
+                else:
+                    key = (request.write_bytes, count)
+                    size = size_of.get(key)
+                    if size is None:
+                        size = size_of[key] = self.stripe_rules.size(*key)
+                    todo.append(i)
+                    counts.append(count)
+                    sizes.append(size)
+            if not todo:
+                continue
+            try:
+                lists = self._place(view, [requests[i] for i in todo], counts, sizes)
+            except AllocationError as err:  # a policy that can only place the batch as a whole
+                lists = [Refused(err.reason)] * len(todo)
+            name = self.name
+            for i, count, size, osts in zip(todo, counts, sizes, lists):
+                if isinstance(osts, Refused):
+                    outcomes[i] = osts
+                    continue
+                layout = tuple(osts)
+                if len(layout) != count or (count > 1 and len(set(layout)) != count):
+                    raise AssertionError(f"{name}: {requests[i].file} got OSTs {layout}, wanted {count} distinct")
+                outcomes[i] = Allocation(requests[i].file, size, layout, name)
+        return Placement(requests, tuple(outcomes))  # type: ignore[arg-type]
 
     @abstractmethod
     def _place(
@@ -76,36 +144,5 @@ class Policy(ABC):
         requests: Sequence[WriteRequest],
         counts: Sequence[int],
         sizes: Sequence[int],
-    ) -> list[Sequence[int]]:
-        """Ordered OST index lists, one per request, ``counts[i]`` distinct OSTs each."""
-
-
-def resolve_stripe_counts(cluster: ClusterState, requests: Sequence[WriteRequest]) -> list[int]:
-    """Stripe counts with ``-1`` expanded; refuses a count above the usable OSTs."""
-    usable = len(cluster.osts)
-    if usable == 0:
-        raise AllocationError(requests[0], "no usable OSTs")
-    counts = []
-    for request in requests:
-        count = usable if request.stripe_count == ALL_OSTS else request.stripe_count
-        if count > usable:
-            raise AllocationError(request, f"stripe count {count} exceeds the {usable} usable OSTs")
-        counts.append(count)
-    return counts
-
-
-def check_total_space(
-    cluster: ClusterState, requests: Sequence[WriteRequest], counts: Sequence[int], sizes: Sequence[int]
-) -> None:
-    """Refuse a request whose stripes fit on too few OSTs, and a batch larger than the free space."""
-    avail = sorted((ost.bytes_avail for ost in cluster.osts), reverse=True)
-    for request, count, size in zip(requests, counts, sizes):
-        if avail[count - 1] < size:
-            fitting = sum(1 for a in avail if a >= size)
-            raise AllocationError(
-                request,
-                f"needs {count} OSTs with {size} bytes free for one stripe each; only {fitting} have that much",
-            )
-    needed = sum(c * s for c, s in zip(counts, sizes))
-    if needed > sum(avail):
-        raise AllocationError(None, f"needs {needed} bytes but the usable OSTs hold only {sum(avail)} bytes free")
+    ) -> list[Sequence[int] | Refused]:
+        """Per request, ``counts[i]`` distinct OST indices in stripe order, or why it is refused."""

@@ -27,8 +27,9 @@ What is modelled
 - **Weights.** ``max(0, avail - OST penalty - OSS penalty)``, with ``avail`` from
   the call's statfs snapshot.
 - **A pick.** A stripe goes to an OST drawn with probability proportional to
-  its weight among the OSTs that have room for the stripe (free bytes, charged
-  within the call) and are not yet in the file; if every candidate weighs zero,
+  its weight among the OSTs whose statfs does not show them full and that are
+  not yet in the file (the MDS does not know the file's size, so a nearly full
+  OST can still be picked and the write then fail with ENOSPC, LU-16501); if every candidate weighs zero,
   the first in index order is taken, as Lustre does. The pick halves the OST's
   and its OSS's penalty, then adds penalty-per-object times the number of
   active OSTs (OSSs) to it; afterwards every OST and OSS penalty in the pool
@@ -46,23 +47,20 @@ What is simplified
 - The draw is exactly proportional to weight; Lustre's comparison of a random
   number with running sums moves one unit of weight from the last candidate to
   the first.
-- Weights and the RR/weighted decision use the call's snapshot, while the room
-  test charges stripes placed earlier in the call.
-- One pool (the OSTs shown). A file gets exactly its stripe count or the call
-  raises ``AllocationError``; a failed call leaves every penalty, cursor and
-  random state as it was.
+- Weights, the RR/weighted decision and the "full" test use the call's snapshot.
+- One pool (the OSTs shown). A file gets exactly its stripe count or is refused;
+  a refused file leaves every penalty, cursor and random state as it was.
 """
 
 from __future__ import annotations
 
-import copy
 import random
 from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
 
-from iez.allocate.base import AllocationError, Policy
+from iez.allocate.base import Policy, Refused
 from iez.allocate.lustre_rr import RoundRobinPolicy
 from iez.model import ClusterState, WriteRequest
 
@@ -139,6 +137,7 @@ class QosPolicy(Policy):
     """Lustre's QoS allocator with its round-robin fallback; one instance is one MDS."""
 
     name = "qos"
+    size_aware = False
 
     def __init__(self, seed: int = 0, threshold_rr: float = 0.17, prio_free: float = 0.90, **kw):
         super().__init__(seed, **kw)
@@ -157,25 +156,13 @@ class QosPolicy(Policy):
 
     def _place(
         self, cluster: ClusterState, requests: Sequence[WriteRequest], counts: Sequence[int], sizes: Sequence[int]
-    ) -> list[Sequence[int]]:
-        saved = (copy.deepcopy(self.state), self._rng.getstate(), self._rr.checkpoint(), self.last_mode)
-        try:
-            return self._place_all(cluster, requests, counts, sizes)
-        except AllocationError:
-            self.state, rng_state, rr_saved, self.last_mode = saved
-            self._rng.setstate(rng_state)
-            self._rr.restore(rr_saved)
-            raise
-
-    def _place_all(
-        self, cluster: ClusterState, requests: Sequence[WriteRequest], counts: Sequence[int], sizes: Sequence[int]
-    ) -> list[Sequence[int]]:
+    ) -> list[Sequence[int] | Refused]:
         free = {ost.index: ost.bytes_avail for ost in cluster.osts}
         avail = scaled_avail(cluster)
         scale = self._refresh(cluster, avail)
         if scale is None:
             self.last_mode = "rr"
-            return [self._rr.place_file(cluster, r, c, s, free) for r, c, s in zip(requests, counts, sizes)]
+            return self._rr._place(cluster, requests, counts, sizes)
         self.last_mode = "weighted"
         return _WeightedPass(self, cluster, avail, scale).place(requests, counts, sizes, free)
 
@@ -219,27 +206,26 @@ class _WeightedPass:
         self.picked_osts: set[int] = set()
         self.picked_osses: set[int] = set()
 
-    def place(self, requests, counts, sizes, free: dict[int, int]) -> list[list[int]]:
-        room = np.array([free[i] for i in self.index.tolist()], dtype=np.int64)
-        out = [self._place_file(r, c, s, room) for r, c, s in zip(requests, counts, sizes)]
-        self._write_back(room, free)
+    def place(self, requests, counts, sizes, free: dict[int, int]) -> list[list[int] | Refused]:
+        not_full = np.array([free[i] > 0 for i in self.index.tolist()], dtype=bool)
+        out: list[list[int] | Refused] = []
+        for count in counts:
+            fitting = int(not_full.sum())
+            if fitting < count:
+                out.append(Refused(f"qos: only {fitting} of the {count} OSTs needed are not full"))
+            else:
+                out.append(self._place_file(count, not_full.copy()))
+        self._write_back()
         return out
 
-    def _place_file(self, request: WriteRequest, count: int, size: int, room: np.ndarray) -> list[int]:
-        """Draw ``count`` distinct OSTs with room, charging penalties after each pick."""
-        candidates = room >= size
-        fitting = int(candidates.sum())
-        if fitting < count:
-            raise AllocationError(
-                request, f"qos: only {fitting} of {count} OSTs still have {size} bytes free for a stripe"
-            )
+    def _place_file(self, count: int, candidates: np.ndarray) -> list[int]:
+        """Draw ``count`` distinct OSTs among ``candidates``, charging penalties after each pick."""
         chosen: list[int] = []
         for _ in range(count):
             pick = self._draw(candidates)
             candidates[pick] = False
             chosen.append(pick)
             self._charge(pick)
-        room[chosen] -= size
         return self.index[chosen].tolist()
 
     def _draw(self, candidates: np.ndarray) -> int:
@@ -262,11 +248,10 @@ class _WeightedPass:
         np.maximum(self.oss_pen - self.oss_ppo, 0, out=self.oss_pen)
         np.maximum(self.ost_pen - self.ost_ppo, 0, out=self.ost_pen)
 
-    def _write_back(self, room: np.ndarray, free: dict[int, int]) -> None:
+    def _write_back(self) -> None:
         state = self.state
         for pos, index in enumerate(self.index.tolist()):
             state.ost_penalty[index] = int(self.ost_pen[pos])
-            free[index] = int(room[pos])
         for k, oss in enumerate(self.osses):
             state.oss_penalty[oss] = int(self.oss_pen[k])
         for pos in self.picked_osts:

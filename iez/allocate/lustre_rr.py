@@ -19,9 +19,12 @@ What is modelled
 - **The reseed.** Every ``(2000 // n + 30) * n`` creates, and on the very first
   one, the start index jumps to a random slot drawn from ``random.Random(seed)``,
   so runs are deterministic for a seed.
-- **Skipping.** An OST is passed over when it lacks room for one more stripe of
-  the file (free bytes, charged within the call for stripes already placed).
-  One pass visits each OST once, so a file never gets an OST twice.
+- **Skipping.** An OST is passed over when its last statfs shows it full (no
+  free space). The MDS does not know how large a file will grow when it
+  creates it, so the choice never looks at the file's size: an OST with a
+  little space left still gets a stripe, and the write may then fail with
+  ENOSPC, as on Lustre (LU-16501). One pass visits each OST once, so a file
+  never gets an OST twice.
 
 What is simplified
 ------------------
@@ -31,8 +34,8 @@ What is simplified
 - Lustre's "full", "degraded" and "no precreated objects" tests and its slower
   second and third passes are folded into the room test: there is one pass.
 - Lustre may give a file with a default layout fewer stripes than asked; here a
-  file gets exactly its stripe count or the call raises ``AllocationError``, and
-  a failed call leaves the cursor where it was.
+  file gets exactly its stripe count or is refused, and a refused file leaves
+  the cursor where it was.
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ import random
 from dataclasses import dataclass, replace
 from typing import Sequence
 
-from iez.allocate.base import AllocationError, Policy
+from iez.allocate.base import AllocationError, Policy, Refused
 from iez.model import OST, ClusterState, WriteRequest
 
 #: Lustre reseeds the start index after ``(RESEED_MIN // n + RESEED_MULT) * n`` creates.
@@ -111,6 +114,7 @@ class RoundRobinPolicy(Policy):
     """Lustre's round-robin allocator; one instance is one MDS's RR state."""
 
     name = "rr"
+    size_aware = False
 
     def __init__(self, seed: int = 0, **kw):
         super().__init__(seed, **kw)
@@ -126,14 +130,17 @@ class RoundRobinPolicy(Policy):
 
     def _place(
         self, cluster: ClusterState, requests: Sequence[WriteRequest], counts: Sequence[int], sizes: Sequence[int]
-    ) -> list[Sequence[int]]:
-        saved = self.checkpoint()
+    ) -> list[Sequence[int] | Refused]:
         free = {ost.index: ost.bytes_avail for ost in cluster.osts}
-        try:
-            return [self.place_file(cluster, r, c, s, free) for r, c, s in zip(requests, counts, sizes)]
-        except AllocationError:
-            self.restore(saved)
-            raise
+        out: list[Sequence[int] | Refused] = []
+        for request, count, size in zip(requests, counts, sizes):
+            saved = self.checkpoint()
+            try:
+                out.append(self.place_file(cluster, request, count, size, free))
+            except AllocationError as err:
+                self.restore(saved)
+                out.append(Refused(err.reason))
+        return out
 
     def checkpoint(self) -> tuple:
         """State to restore if a call fails, so a refused call changes nothing."""
@@ -146,16 +153,12 @@ class RoundRobinPolicy(Policy):
     def place_file(
         self, cluster: ClusterState, request: WriteRequest, count: int, size: int, free: dict[int, int]
     ) -> list[int]:
-        """Stripe one file from the RR array and charge ``free``; QoS uses it for its fallback."""
+        """Stripe one file from the RR array over OSTs that are not full; QoS uses it for its fallback."""
         self._refresh_array(cluster)
         self._advance_for_file(count)
-        chosen = self._walk(count, size, free)
+        chosen = self._walk(count, free)
         if len(chosen) < count:
-            raise AllocationError(
-                request, f"rr: only {len(chosen)} of {count} OSTs still have {size} bytes free for a stripe"
-            )
-        for index in chosen:
-            free[index] -= size
+            raise AllocationError(request, f"rr: only {len(chosen)} of the {count} OSTs needed are not full")
         return chosen
 
     def _refresh_array(self, cluster: ClusterState) -> None:
@@ -178,8 +181,8 @@ class RoundRobinPolicy(Policy):
             cur = replace(cur, start_idx=cur.start_idx % n, offset_idx=cur.offset_idx + bump)
         self.cursor = cur
 
-    def _walk(self, count: int, size: int, free: dict[int, int]) -> list[int]:
-        """Take consecutive array slots with room; the start index counts every slot looked at."""
+    def _walk(self, count: int, free: dict[int, int]) -> list[int]:
+        """Take consecutive array slots of OSTs that are not full; the start index counts every slot looked at."""
         n = len(self._array)
         first = (self.cursor.start_idx + self.cursor.offset_idx) % n
         chosen: list[int] = []
@@ -187,7 +190,7 @@ class RoundRobinPolicy(Policy):
         while looked < n and len(chosen) < count:
             index = self._array[(first + looked) % n]
             looked += 1
-            if free[index] >= size:
+            if free[index] > 0:
                 chosen.append(index)
         self.cursor = replace(self.cursor, start_idx=self.cursor.start_idx + looked)
         return chosen

@@ -27,6 +27,9 @@ from dataclasses import dataclass
 
 #: Lustre's stripe-size alignment (bytes).
 ALIGNMENT = 65536
+#: Lustre keeps the stripe size in 32 bits: the largest is 4 GiB - 64 KiB. A file larger than
+#: ``stripe_count`` such stripes wraps around its OSTs (RAID-0), so its stripe size is capped.
+MAX_STRIPE_SIZE = (1 << 32) - ALIGNMENT
 
 
 @dataclass(frozen=True)
@@ -53,12 +56,18 @@ def _check(write_bytes: int, stripe_count: int, ap: int, multiple: int) -> int:
     return ap * multiple
 
 
-def method_ii(write_bytes: int, stripe_count: int, ap: int = ALIGNMENT, multiple: int = 2) -> StripePlan:
-    """Equal stripes of ``AP*multiple*N`` bytes, ``N = ceil(w / (AP*multiple*sc))`` (at least 1)."""
+def method_ii(write_bytes: int, stripe_count: int, ap: int = ALIGNMENT, multiple: int = 2,
+              max_size: int = MAX_STRIPE_SIZE) -> StripePlan:
+    """Equal stripes of ``AP*multiple*N`` bytes, ``N = ceil(w / (AP*multiple*sc))`` (at least 1),
+    capped at the largest multiple of the unit within ``max_size``; a capped file wraps around
+    its OSTs and ``per_stripe`` holds what each stripe object then stores."""
     unit = _check(write_bytes, stripe_count, ap, multiple)
     n = max(1, -(-write_bytes // (unit * stripe_count)))
-    size = unit * n
-    return StripePlan(size, (size,) * stripe_count)
+    size = min(unit * n, max(unit, max_size // unit * unit))
+    if size * stripe_count >= write_bytes:
+        return StripePlan(size, (size,) * stripe_count)
+    rounds = -(-write_bytes // (size * stripe_count))  # wrap-around: every object gets whole rounds
+    return StripePlan(size, (size * rounds,) * stripe_count)
 
 
 def method_i(write_bytes: int, stripe_count: int, ap: int = ALIGNMENT, multiple: int = 2) -> StripePlan:
@@ -68,13 +77,14 @@ def method_i(write_bytes: int, stripe_count: int, ap: int = ALIGNMENT, multiple:
     """
     unit = _check(write_bytes, stripe_count, ap, multiple)
     n = write_bytes // (unit * (stripe_count - 1)) if stripe_count > 1 else 0
-    if n == 0:
+    if n == 0 or unit * n > MAX_STRIPE_SIZE:
         return method_ii(write_bytes, stripe_count, ap, multiple)
     rest = write_bytes - unit * n * (stripe_count - 1)  # equation 3 with its missing N
     last = unit * -(-rest // unit)
     return StripePlan(unit * n, (unit * n,) * (stripe_count - 1) + (last,))
 
 
-def stripe_size(write_bytes: int, stripe_count: int, ap: int = ALIGNMENT, multiple: int = 2) -> int:
-    """Stripe size the allocators use (Method II)."""
-    return method_ii(write_bytes, stripe_count, ap, multiple).stripe_size
+def stripe_size(write_bytes: int, stripe_count: int, ap: int = ALIGNMENT, multiple: int = 2,
+                max_size: int = MAX_STRIPE_SIZE) -> int:
+    """Stripe size the allocators use (Method II, capped at ``max_size``)."""
+    return method_ii(write_bytes, stripe_count, ap, multiple, max_size).stripe_size

@@ -6,7 +6,7 @@ from typing import Sequence
 
 import numpy as np
 
-from iez.allocate.base import AllocationError, Policy
+from iez.allocate.base import Policy, Refused
 from iez.model import ClusterState, WriteRequest
 
 
@@ -24,7 +24,8 @@ class RandomPolicy(Policy):
         for count, size in zip(counts, sizes):
             fits = np.flatnonzero(free >= size)
             if len(fits) < count:
-                raise AllocationError(None, f"random: fewer than {count} OSTs still have {size} bytes free")
+                out.append(Refused(f"random: fewer than {count} OSTs still have {size} bytes free"))
+                continue
             chosen = self._rng.choice(fits, size=count, replace=False)
             free[chosen] -= size
             out.append(index[chosen].tolist())

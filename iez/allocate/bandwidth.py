@@ -1,0 +1,306 @@
+"""``iez``: bandwidth-first placement. A job is as slow as its busiest OST or OSS.
+
+Objective, in order:
+
+1. **The job's modelled I/O time** (*makespan*): the largest, over OSTs, of the
+   bytes placed there over the bandwidth the job can get there (the OST's
+   bandwidth less live congestion from the MDS's view), and the same over OSSs
+   (an OSS's network and CPU cap the sum of its OSTs; its reported CPU load
+   takes ``oss_load_weight`` of it at 100 %).
+2. **The fill cap** is a hard limit: no OST is pushed past ``fill_cap`` of its
+   capacity (and never past its free space).
+3. **Fill** is a bounded secondary objective: with ``fill_weight = w > 0`` the job
+   may be up to ``w`` (a fraction) slower than the fastest placement, and within
+   that budget bytes go to the emptiest OSTs (the placement minimises the sum of
+   a convex cost of each OST's fill). With ``w = 0`` (the default) fill only
+   breaks ties among the fastest placements. Long-term balance is the
+   rebalancer's job, not something each job pays for.
+
+Why not the paper's objective: balancing bytes over free space sends bytes in
+proportion to free space, so a new empty OSS takes most of a job and the job
+runs at that one server's speed (ARCHITECTURE.md, "What the allocator optimises").
+
+**How it is solved.** Requests with the same stripe-object size ``b`` and
+stripe count ``c`` are interchangeable (a *class*); classes are solved one after
+another, largest objects first (longest-processing-time order), each seeing the
+bytes earlier ones placed. For one class of ``m`` requests the stripes on each
+OST are the decision (``y_o``), and distinctness within a request is exactly
+``y_o <= m`` (deal the multiset column-wise: :func:`deal_to_requests`). With the
+OST-level box ``y_o <= min(m, room_o // b)`` and the OSS-level caps this is a
+laminar (nested) resource allocation problem:
+
+- *Fastest time.* At time ``T`` OST ``o`` can take ``n_o(T) = floor((T bw_o -
+  placed_o) / b)`` stripes (clipped to its box) and OSS ``s`` ``N_s(T)``
+  likewise; the batch fits by ``T`` iff ``sum_s min(N_s(T), sum_{o in s} n_o(T)) >=
+  m c``, which is monotone in ``T``: bisection gives the least ``T*``.
+- *Which stripes.* Within the caps of ``T* (1 + fill_weight)`` the ``m c``
+  cheapest stripe slots are taken, greedily in cost order subject to the nested
+  caps (optimal for separable convex costs over this polymatroid, Federgruen and
+  Groenevelt 1986), by a level search with per-OSS inner levels.
+
+A class that does not fit under the cap keeps the most requests that do, and
+refuses the rest with the reason; a degraded OST is used only for files that
+fit nowhere else. Cost grows as ``O(n log(1/eps))`` per class for ``n`` OSTs, plus
+linear work in the stripes for dealing; no graph is built. When a batch has
+more than :data:`MAX_CLASSES` object sizes, sizes are rounded up to 1/64 of
+their power of two (at most 1.6 % more bytes assumed) so classes stay few.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from iez.allocate.base import Policy, Refused
+from iez.allocate.lustre_rr import interleaved_order
+from iez.allocate.waterfill import deal_to_requests
+from iez.model import MIN_BANDWIDTH_SHARE, ClusterState, WriteRequest, object_bytes
+
+#: Above this many distinct object sizes in one batch, sizes are rounded onto a geometric grid.
+MAX_CLASSES = 256
+_BISECT_STEPS = 100
+_REL_TOL = 1e-12
+
+
+def oss_interleaved_rank(cluster: ClusterState) -> np.ndarray:
+    """Rank of each OST (by position in ``cluster.osts``) in Lustre's OSS-interleaved RR array."""
+    rank_of = {index: rank for rank, index in enumerate(interleaved_order(cluster.osts))}
+    return np.array([rank_of[ost.index] for ost in cluster.osts], dtype=np.int64)
+
+
+def rounded_object_bytes(b: np.ndarray) -> np.ndarray:
+    """Object sizes rounded up to 1/64 of their power of two (relative error below 1/64)."""
+    exponent = np.floor(np.log2(np.maximum(b, 1))).astype(np.int64) - 6
+    quantum = np.left_shift(1, np.maximum(exponent, 0))
+    return -(-b // quantum) * quantum
+
+
+class _Cluster:
+    """The arrays one batch is solved over (one entry per candidate OST, in ``cluster.osts`` order)."""
+
+    def __init__(self, cluster: ClusterState, fill_cap: float, oss_load_weight: float):
+        osts = cluster.osts
+        self.index = np.array([o.index for o in osts], dtype=np.int64)
+        self.bw = np.array([o.usable_bandwidth for o in osts], dtype=float)
+        self.total = np.array([o.bytes_total for o in osts], dtype=float)
+        self.used = self.total - np.array([o.bytes_avail for o in osts], dtype=float)
+        self.room = np.array([o.room_bytes(fill_cap) for o in osts], dtype=np.int64)
+        self.degraded = np.array([o.state == "degraded" for o in osts], dtype=bool)
+        oss_ids = list(dict.fromkeys(o.oss_id for o in osts))
+        code = {oss: k for k, oss in enumerate(oss_ids)}
+        self.oss = np.array([code[o.oss_id] for o in osts], dtype=np.int64)
+        load = np.bincount(self.oss, weights=[o.load for o in osts], minlength=len(oss_ids))
+        self.oss_bw = np.empty(len(oss_ids))
+        for k, oss_id in enumerate(oss_ids):
+            server = cluster.osses[oss_id]
+            nominal = server.bandwidth * (1.0 - oss_load_weight * server.cpu_pct / 100.0)
+            self.oss_bw[k] = max(nominal - load[k], server.bandwidth * MIN_BANDWIDTH_SHARE)
+        self.rank = oss_interleaved_rank(cluster)
+        self.order = np.argsort(self.rank, kind="stable")
+        self.placed = np.zeros(len(osts))  # bytes this batch put on each OST
+        self.oss_placed = np.zeros(len(oss_ids))
+
+    def units(self, level: float, base: np.ndarray, step: np.ndarray, cap: np.ndarray) -> np.ndarray:
+        """Stripe slots per OST whose cost ``base + k*step`` (k = 1, 2, ...) is at most ``level``."""
+        with np.errstate(over="ignore", invalid="ignore"):
+            k = np.floor((level - base) / step)
+        return np.clip(np.nan_to_num(k, nan=0.0, posinf=0.0, neginf=0.0), 0, cap).astype(np.int64)
+
+    def fits_by(self, time: float, b: float, cap: np.ndarray) -> int:
+        """How many stripes of ``b`` bytes the OSTs and OSSs can take and still finish by ``time``."""
+        per_ost = self.units(time, self.placed / self.bw, b / self.bw, cap)
+        per_oss = np.floor(np.maximum(time * self.oss_bw - self.oss_placed, 0.0) / b)
+        return int(np.minimum(np.bincount(self.oss, weights=per_ost, minlength=len(self.oss_bw)), per_oss).sum())
+
+    def fastest_time(self, b: float, cap: np.ndarray, need: int) -> float:
+        """The least time by which ``need`` stripes of ``b`` bytes can be finished (``cap`` per OST)."""
+        lo = 0.0
+        hi = max(float(((self.placed + cap * b) / self.bw).max()),
+                 float(((self.oss_placed + np.bincount(self.oss, weights=cap, minlength=len(self.oss_bw)) * b)
+                        / self.oss_bw).max()))
+        for _ in range(_BISECT_STEPS):
+            mid = (lo + hi) / 2
+            if hi - lo <= _REL_TOL * hi or mid in (lo, hi):
+                break
+            if self.fits_by(mid, b, cap) >= need:
+                hi = mid
+            else:
+                lo = mid
+        return hi
+
+    def cheapest(self, base: np.ndarray, step: np.ndarray, cap: np.ndarray, oss_cap: np.ndarray,
+                 tiebreak: np.ndarray, need: int) -> np.ndarray:
+        """``need`` stripe slots of least total cost, at most ``cap`` per OST and ``oss_cap`` per OSS."""
+        n_oss = len(oss_cap)
+
+        def total(level: float) -> int:
+            per_oss = np.bincount(self.oss, weights=self.units(level, base, step, cap), minlength=n_oss)
+            return int(np.minimum(per_oss, oss_cap).sum())
+
+        lo, hi = float(np.min(base + step)) - 1.0, float(np.max(base + np.maximum(cap, 1) * step))
+        for _ in range(_BISECT_STEPS):
+            mid = (lo + hi) / 2
+            if mid in (lo, hi) or hi - lo <= _REL_TOL * max(abs(hi), 1e-300):
+                break
+            if total(mid) >= need:
+                hi = mid
+            else:
+                lo = mid
+        y = self.units(hi, base, step, cap)
+        # OSSs over their cap keep their own cheapest slots: an inner level per OSS.
+        per_oss = np.bincount(self.oss, weights=y, minlength=n_oss)
+        over = np.flatnonzero(per_oss > oss_cap)
+        if len(over):
+            on = np.isin(self.oss, over)
+            inner_lo = np.full(n_oss, float(np.min(base + step)) - 1.0)
+            inner_hi = np.full(n_oss, hi)
+            for _ in range(_BISECT_STEPS):
+                mid = (inner_lo + inner_hi) / 2
+                got = np.bincount(self.oss[on], weights=self.units_at(mid[self.oss[on]], base[on], step[on],
+                                                                      cap[on]), minlength=n_oss)
+                enough = got >= oss_cap
+                inner_hi = np.where(enough, mid, inner_hi)
+                inner_lo = np.where(enough, inner_lo, mid)
+            y[on] = self.units_at(inner_hi[self.oss[on]], base[on], step[on], cap[on])
+            self._trim(y, base, step, tiebreak, on, np.bincount(self.oss, weights=y, minlength=n_oss) - oss_cap)
+        excess = int(y.sum()) - need
+        if excess > 0:
+            self._trim(y, base, step, tiebreak, y > 0, None, excess)
+        return y
+
+    def units_at(self, levels: np.ndarray, base, step, cap) -> np.ndarray:
+        with np.errstate(over="ignore", invalid="ignore"):
+            k = np.floor((levels - base) / step)
+        return np.clip(np.nan_to_num(k, nan=0.0, posinf=0.0, neginf=0.0), 0, cap).astype(np.int64)
+
+    def _trim(self, y, base, step, tiebreak, mask, per_oss_excess=None, excess: int = 0) -> None:
+        """Remove the dearest last slots: ``excess`` in all, or ``per_oss_excess[s]`` from each OSS."""
+        while True:
+            live = np.flatnonzero(mask & (y > 0))
+            last = base[live] + y[live] * step[live]
+            order = live[np.lexsort((-self.rank[live], -tiebreak[live], -last))]
+            if per_oss_excess is None:
+                take = order[:excess]
+                y[take] -= 1
+                excess -= len(take)
+                if excess <= 0 or len(take) == 0:
+                    return
+            else:
+                left = per_oss_excess.copy()
+                removed = 0
+                for pos in order:  # dearest first, until each OSS is within its cap
+                    s = self.oss[pos]
+                    if left[s] > 0:
+                        y[pos] -= 1
+                        left[s] -= 1
+                        removed += 1
+                if not (left > 0).any() or removed == 0:
+                    return
+                per_oss_excess = left
+
+    def add(self, y: np.ndarray, b: float) -> None:
+        self.placed += y * b
+        self.oss_placed += np.bincount(self.oss, weights=y * b, minlength=len(self.oss_bw))
+
+
+class BandwidthPolicy(Policy):
+    """Bandwidth-first placement under a fill cap (see the module docstring)."""
+
+    name = "iez"
+
+    def __init__(self, seed: int = 0, fill_weight: float = 0.0, fill_cap: float | None = None,
+                 oss_load_weight: float = 0.5, **kw):
+        super().__init__(seed, **kw)
+        if fill_weight < 0 or oss_load_weight < 0 or oss_load_weight > 1:
+            raise ValueError("fill_weight must be >= 0 and oss_load_weight within 0..1")
+        if fill_cap is not None and not 0 < fill_cap <= 1:
+            raise ValueError(f"fill_cap={fill_cap} is outside (0, 1]")
+        self.fill_weight = fill_weight
+        self.fill_cap = fill_cap
+        self.oss_load_weight = oss_load_weight
+
+    def _place(self, cluster: ClusterState, requests: Sequence[WriteRequest], counts, sizes
+               ) -> list[Sequence[int] | Refused]:
+        cap = self.fill_cap if self.fill_cap is not None else cluster.fill_cap
+        state = _Cluster(cluster, cap, self.oss_load_weight)
+        memo: dict[tuple[int, int, int], int] = {}
+        obj_list = []
+        for r, s, c in zip(requests, sizes, counts):
+            key = (r.write_bytes, s, c)
+            b = memo.get(key)
+            if b is None:
+                b = memo[key] = object_bytes(*key)
+            obj_list.append(b)
+        obj = np.array(obj_list, dtype=np.int64)
+        obj = np.maximum(obj, 1)  # an empty file still takes its objects
+        if len(np.unique(obj)) > MAX_CLASSES:
+            obj = rounded_object_bytes(obj)
+        out: list[Sequence[int] | Refused] = [Refused("")] * len(requests)
+        classes: dict[tuple[int, int], list[int]] = {}
+        for i, (b, c) in enumerate(zip(obj.tolist(), counts)):
+            classes.setdefault((b, c), []).append(i)
+        left: dict[tuple[int, int], list[int]] = {}
+        for allow_degraded in (False, True):
+            for (b, c) in sorted(classes, key=lambda k: (-k[0], -k[1])):
+                members = classes[(b, c)]
+                refused = self._place_class(state, b, c, members, out, allow_degraded, cap)
+                if refused:
+                    left[(b, c)] = refused
+            if not left or not state.degraded.any():
+                break
+            classes, left = left, {}
+        return out
+
+    def _place_class(self, state: _Cluster, b: int, c: int, members: list[int], out: list, allow_degraded: bool,
+                     cap: float) -> list[int]:
+        """Place one class; returns the members refused (their ``out`` entry says why)."""
+        room = state.room - state.placed.astype(np.int64)
+        if not allow_degraded:
+            room = np.where(state.degraded, 0, room)
+        slots = np.maximum(room, 0) // b
+        m = len(members)
+        keep = _most_requests_that_fit(slots, m, c)
+        for i in members[keep:]:
+            fitting = int((slots >= 1).sum())
+            out[i] = Refused(f"not enough room under the {cap:.0%} fill cap: {fitting} OSTs can take another "
+                             f"{b}-byte stripe object, the file needs {c}")
+        if keep == 0:
+            return members
+        need = keep * c
+        box = np.minimum(slots, keep)
+        fastest = state.fastest_time(float(b), box, need)
+        allow = fastest * (1.0 + self.fill_weight) * (1 + 1e-12)
+        box = np.minimum(box, state.units(allow, state.placed / state.bw, b / state.bw, box))
+        oss_cap = np.floor(np.maximum(allow * state.oss_bw - state.oss_placed, 0.0) / b).astype(np.int64)
+        fill_base = (state.used + state.placed) / state.total
+        fill_step = b / state.total
+        if self.fill_weight > 0:  # spend the time budget on evening out fill
+            base, step, tiebreak = fill_base, fill_step, state.placed / state.bw
+        else:  # the fastest placement; fill breaks ties
+            base, step, tiebreak = state.placed / state.bw, b / state.bw, fill_base
+        y = state.cheapest(base, step, box, oss_cap, tiebreak, need)
+        if int(y.sum()) != need or (y > box).any():
+            raise AssertionError("iez: the class solution does not place every stripe within its caps")
+        state.add(y, float(b))
+        rows = deal_to_requests(y, state.order, keep, c)
+        rows = np.take_along_axis(rows, np.argsort(state.rank[rows], axis=1, kind="stable"), axis=1)
+        rotate = (np.arange(c)[None, :] + np.arange(keep)[:, None]) % c  # the first stripe rotates between files
+        rows = np.take_along_axis(rows, rotate, axis=1)
+        for i, row in zip(members[:keep], state.index[rows].tolist()):
+            out[i] = row
+        return members[keep:]
+
+
+def _most_requests_that_fit(slots: np.ndarray, m: int, c: int) -> int:
+    """The most of ``m`` requests of ``c`` distinct stripes the per-OST ``slots`` can hold."""
+    if int(np.minimum(slots, m).sum()) >= m * c:
+        return m
+    lo, hi = 0, m  # lo fits, hi does not
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if int(np.minimum(slots, mid).sum()) >= mid * c:
+            lo = mid
+        else:
+            hi = mid
+    return lo
