@@ -54,13 +54,14 @@ import numpy as np
 
 from iez.allocate.base import Policy, Refused
 from iez.allocate.lustre_rr import interleaved_order
-from iez.allocate.waterfill import deal_to_requests
 from iez.model import MIN_BANDWIDTH_SHARE, ClusterState, WriteRequest, object_bytes
 
 #: Above this many distinct object sizes in one batch, sizes are rounded onto a geometric grid.
 MAX_CLASSES = 256
 _BISECT_STEPS = 100
 _REL_TOL = 1e-12
+#: A slot whose cost is a level up to floating-point rounding counts as at that level.
+_SLOT_TOL = 1e-9
 
 
 def oss_interleaved_rank(cluster: ClusterState) -> np.ndarray:
@@ -103,14 +104,12 @@ class _Cluster:
 
     def units(self, level: float, base: np.ndarray, step: np.ndarray, cap: np.ndarray) -> np.ndarray:
         """Stripe slots per OST whose cost ``base + k*step`` (k = 1, 2, ...) is at most ``level``."""
-        with np.errstate(over="ignore", invalid="ignore"):
-            k = np.floor((level - base) / step)
-        return np.clip(np.nan_to_num(k, nan=0.0, posinf=0.0, neginf=0.0), 0, cap).astype(np.int64)
+        return self.units_at(level, base, step, cap)
 
     def fits_by(self, time: float, b: float, cap: np.ndarray) -> int:
         """How many stripes of ``b`` bytes the OSTs and OSSs can take and still finish by ``time``."""
         per_ost = self.units(time, self.placed / self.bw, b / self.bw, cap)
-        per_oss = np.floor(np.maximum(time * self.oss_bw - self.oss_placed, 0.0) / b)
+        per_oss = np.floor(np.maximum(time * self.oss_bw - self.oss_placed, 0.0) / b + _SLOT_TOL)
         return int(np.minimum(np.bincount(self.oss, weights=per_ost, minlength=len(self.oss_bw)), per_oss).sum())
 
     def fastest_time(self, b: float, cap: np.ndarray, need: int) -> float:
@@ -169,9 +168,11 @@ class _Cluster:
             self._trim(y, base, step, tiebreak, y > 0, None, excess)
         return y
 
-    def units_at(self, levels: np.ndarray, base, step, cap) -> np.ndarray:
+    @staticmethod
+    def units_at(levels, base, step, cap) -> np.ndarray:
+        """As :meth:`units` with one level per OST; costs equal to a level up to rounding count as within it."""
         with np.errstate(over="ignore", invalid="ignore"):
-            k = np.floor((levels - base) / step)
+            k = np.floor((levels - base) / step + _SLOT_TOL)
         return np.clip(np.nan_to_num(k, nan=0.0, posinf=0.0, neginf=0.0), 0, cap).astype(np.int64)
 
     def _trim(self, y, base, step, tiebreak, mask, per_oss_excess=None, excess: int = 0) -> None:
@@ -272,7 +273,7 @@ class BandwidthPolicy(Policy):
         fastest = state.fastest_time(float(b), box, need)
         allow = fastest * (1.0 + self.fill_weight) * (1 + 1e-12)
         box = np.minimum(box, state.units(allow, state.placed / state.bw, b / state.bw, box))
-        oss_cap = np.floor(np.maximum(allow * state.oss_bw - state.oss_placed, 0.0) / b).astype(np.int64)
+        oss_cap = np.floor(np.maximum(allow * state.oss_bw - state.oss_placed, 0.0) / b + _SLOT_TOL).astype(np.int64)
         fill_base = (state.used + state.placed) / state.total
         fill_step = b / state.total
         if self.fill_weight > 0:  # spend the time budget on evening out fill
@@ -290,6 +291,19 @@ class BandwidthPolicy(Policy):
         for i, row in zip(members[:keep], state.index[rows].tolist()):
             out[i] = row
         return members[keep:]
+
+
+def deal_to_requests(counts: np.ndarray, ost_order: np.ndarray, requests: int, stripe_count: int) -> np.ndarray:
+    """An ``(requests, stripe_count)`` matrix of OST positions with no OST twice in a row.
+
+    The OSTs are laid out in ``ost_order``, each repeated ``counts[o] <= requests``
+    times, and position ``j`` goes to request ``j mod requests``: an OST's copies
+    are consecutive, so they land on different requests.
+    """
+    sequence = np.repeat(ost_order, counts[ost_order])
+    if len(sequence) != requests * stripe_count:
+        raise AssertionError("class stripe total does not match its requests")
+    return sequence.reshape(stripe_count, requests).T
 
 
 def _most_requests_that_fit(slots: np.ndarray, m: int, c: int) -> int:

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from iez.model import raid0_bytes
+
 #: Lustre's stripe-size alignment (bytes).
 ALIGNMENT = 65536
 #: Lustre keeps the stripe size in 32 bits: the largest is 4 GiB - 64 KiB. A file larger than
@@ -66,8 +68,7 @@ def method_ii(write_bytes: int, stripe_count: int, ap: int = ALIGNMENT, multiple
     size = min(unit * n, max(unit, max_size // unit * unit))
     if size * stripe_count >= write_bytes:
         return StripePlan(size, (size,) * stripe_count)
-    rounds = -(-write_bytes // (size * stripe_count))  # wrap-around: every object gets whole rounds
-    return StripePlan(size, (size * rounds,) * stripe_count)
+    return StripePlan(size, tuple(raid0_bytes(write_bytes, size, stripe_count)))  # wrap-around
 
 
 def method_i(write_bytes: int, stripe_count: int, ap: int = ALIGNMENT, multiple: int = 2) -> StripePlan:

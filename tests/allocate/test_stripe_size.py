@@ -37,10 +37,20 @@ def test_method_i_rest_uses_the_factor_n_that_equation_3_omits():
 @pytest.mark.parametrize("count", [1, 2, 4, 8, 15])
 def test_method_ii_gives_equal_aligned_stripes_that_cover_the_file(write_bytes, count):
     plan = method_ii(write_bytes, count)
-    assert plan.stripe_size % (2 * 65536) == 0 and plan.stripe_size > 0
-    assert set(plan.per_stripe) == {plan.stripe_size}
+    assert plan.stripe_size % (2 * 65536) == 0 and 0 < plan.stripe_size < 1 << 32
     assert plan.allocated_bytes >= write_bytes
-    assert plan.allocated_bytes - write_bytes < 2 * 65536 * count or write_bytes == 0
+    if plan.stripe_size * count >= write_bytes:  # no wrap-around: equal stripes, a little over-allocated
+        assert set(plan.per_stripe) == {plan.stripe_size}
+        assert plan.allocated_bytes - write_bytes < 2 * 65536 * count or write_bytes == 0
+    else:  # past Lustre's 32-bit stripe size the file wraps around its OSTs (RAID-0)
+        assert plan.stripe_size == (1 << 32) - 2 * 65536
+        assert plan.allocated_bytes == write_bytes
+
+
+def test_a_64_gib_file_at_stripe_count_8_gets_a_capped_stripe_and_wraps_around():
+    plan = method_ii(64 << 30, 8)
+    assert plan.stripe_size == (1 << 32) - 2 * 65536
+    assert plan.allocated_bytes == 64 << 30 and plan.per_stripe[0] == 2 * plan.stripe_size + 16 * 2 * 65536
 
 
 def test_alignment_is_configurable():
