@@ -20,6 +20,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Union
 
 from agents import AgentError
 from agents.lctl import Param, ost_index, parse_file, parse_text
@@ -165,7 +166,7 @@ class LctlSource:
         return f"the output of '{self.lctl} get_param {' '.join(LCTL_PATTERNS)}'"
 
 
-Source = FileSource | TreeSource | LctlSource
+Source = Union[FileSource, TreeSource, LctlSource]  # not `|`: the agent runs on Python 3.9 too
 
 
 def make_source(kind: str = "auto", *, lctl_output: str | None = None, roots: str | None = None,

@@ -34,7 +34,7 @@ from typing import Sequence
 
 from sqlalchemy import create_engine, insert, inspect, text
 
-from iez.config import database_url
+from iez.config import ConfigError, database_url
 from iez.db.engine import make_engine
 from iez.db.models import AllocationRow, utcnow
 from iez.db.schema import ensure_database, upgrade
@@ -157,9 +157,12 @@ def batch_request(count: int, batch: int):
     return make
 
 
+def mariadb_db() -> str:
+    return os.environ.get("IEZ_BENCH_MYSQL_URL", "mysql://root@127.0.0.1:3306/iez_bench")
+
+
 def bench(backend: str, args: argparse.Namespace, workdir: Path) -> dict:
-    db = str(workdir / "bench.db") if backend == "sqlite" else os.environ.get(
-        "IEZ_BENCH_MYSQL_URL", "mysql://root@127.0.0.1:3306/iez_bench")
+    db = str(workdir / "bench.db") if backend == "sqlite" else mariadb_db()
     t0 = time.perf_counter()
     fill(db, args.allocations)
     fill_s = time.perf_counter() - t0
@@ -186,6 +189,11 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    if "mariadb" in args.backends.split(","):
+        try:
+            database_url(mariadb_db())  # one line naming the driver to install, not a traceback midway
+        except ConfigError as err:
+            parser.exit(2, f"{parser.prog}: error: {err}\n")
     results = []
     with tempfile.TemporaryDirectory(prefix="iez-bench-") as tmp:
         for backend in args.backends.split(","):

@@ -35,6 +35,8 @@ from pathlib import Path
 
 from lookup_bench import fill  # same directory: the DB filler both benchmarks use
 
+from iez.config import ConfigError, database_url
+
 ROOT = Path(__file__).resolve().parent.parent
 LIB = ROOT / "placement_lib" / "build" / "libiez.so"
 BENCH_SRC = ROOT / "placement_lib" / "bench" / "open_bench.c"
@@ -112,6 +114,12 @@ def main() -> int:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     cases = set(args.cases.split(","))
+    mariadb = os.environ.get("IEZ_BENCH_MYSQL_URL", "mysql://root@127.0.0.1:3306/iez_bench_preload")
+    if "db" in cases and "mariadb" in args.backends.split(","):
+        try:
+            database_url(mariadb)  # one line naming the driver to install, not a traceback midway
+        except ConfigError as err:
+            parser.exit(2, f"{parser.prog}: error: {err}\n")
 
     tmp = Path(tempfile.mkdtemp(prefix="iez-bench-"))
     dirs = {"tmpfs": Path("/dev/shm"), "disk": tmp}
@@ -140,8 +148,7 @@ def main() -> int:
             results += create_case(exe, base_env, dirs, str(tmp / "bench.db"), "create-sqlite", 200, args.calls,
                                    args.rounds, args.others)
         if "mariadb" in backends:
-            url = os.environ.get("IEZ_BENCH_MYSQL_URL", "mysql://root@127.0.0.1:3306/iez_bench_preload")
-            results += create_case(exe, base_env, dirs, url, "create-mariadb", 1000, args.calls, args.rounds,
+            results += create_case(exe, base_env, dirs, mariadb, "create-mariadb", 1000, args.calls, args.rounds,
                                    args.others)
         # tracing: a write-heavy run
         for where, root in (dirs.items() if "trace" in cases else ()):

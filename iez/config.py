@@ -2,7 +2,9 @@
 
 One setting names the interaction database everywhere: ``IEZ_DB`` (or ``--db``
 on a command). A plain path is a SQLite file; ``mysql://user[:password]@host[:port]/db``
-is a MariaDB/MySQL server reached through mysqlclient. Without either the
+is a MariaDB/MySQL server reached through mysqlclient (the ``mariadb`` extra,
+``pip install '.[mariadb]'``; without it such a URL is refused with
+:class:`DriverMissing`, naming what to install). Without either the
 database is ``$IEZ_STATE_DIR/iez.db`` (``IEZ_STATE_DIR`` defaults to
 ``~/.local/state/iez``).
 
@@ -33,6 +35,15 @@ READ_MODES = ("open", "token")
 
 class ConfigError(ValueError):
     """A setting has a value iez cannot use; the message names the setting."""
+
+
+class DriverMissing(ConfigError):
+    """A MariaDB URL, but the MariaDB driver (mysqlclient, the ``mariadb`` extra) is not installed."""
+
+
+#: What a MariaDB site installs: the driver builds against MariaDB Connector/C.
+MARIADB_INSTALL = ("install the 'mariadb' extra: apt-get install libmariadb-dev pkg-config, "
+                   "then, in the iez source tree, python -m pip install '.[mariadb]'")
 
 
 @dataclass(frozen=True)
@@ -95,7 +106,9 @@ def database_url(db: str) -> URL:
             raise ConfigError(f"IEZ_DB={db!r} names no database: use mysql://user[:password]@host[:port]/db")
         query = dict(url.query)
         query.setdefault("charset", "utf8mb4")
-        return url.set(drivername="mysql+mysqldb", query=query)
+        url = url.set(drivername="mysql+mysqldb", query=query)
+        require_driver(url)
+        return url
     if db.startswith("sqlite:"):
         url = make_url(db)
         if not url.database or url.database == ":memory:":
@@ -104,6 +117,27 @@ def database_url(db: str) -> URL:
     if "://" in db:
         raise ConfigError(f"IEZ_DB={db!r}: use a file path or mysql://user[:password]@host[:port]/db")
     return URL.create("sqlite", database=str(Path(db).expanduser().resolve()))
+
+
+def require_driver(url: URL) -> None:
+    """Refuse, in one line naming what to install, a MariaDB ``url`` when its driver cannot be imported."""
+    if url.get_backend_name() not in ("mysql", "mariadb"):
+        return
+    problem = _mysqldb_problem()
+    if problem:
+        raise DriverMissing(f"{describe(url)} is a MariaDB database, but the MariaDB driver (mysqlclient) "
+                            f"{problem}: {MARIADB_INSTALL}")
+
+
+@lru_cache(maxsize=1)
+def _mysqldb_problem() -> str | None:
+    try:
+        import MySQLdb  # noqa: F401
+    except ImportError as err:
+        if isinstance(err, ModuleNotFoundError) and err.name == "MySQLdb":
+            return "is not installed"
+        return f"cannot be loaded ({str(err).splitlines()[0] if str(err) else type(err).__name__})"
+    return None
 
 
 def describe(url: URL) -> str:

@@ -162,8 +162,11 @@ def test_key_helpers(tmp_path: Path, run_agent):
 def test_systemd_unit():
     unit = (ROOT / "agents" / "systemd" / "iez-agent.service").read_text()
     for line in ("Type=simple", "Restart=on-failure", "Environment=IEZ_AGENT_CONFIG=/etc/iez/agent.conf",
-                 "ExecStart=/usr/local/bin/iez-agent", "WantedBy=multi-user.target"):
+                 "ExecStart=/opt/iez-agent/bin/iez-agent", "WantedBy=multi-user.target"):
         assert f"\n{line}\n" in unit
+    # the agent-only install the README gives puts the command where the unit starts it
+    install = "python3 -m venv /opt/iez-agent && /opt/iez-agent/bin/pip install ./agents"
+    assert install in unit and install in (ROOT / "README.md").read_text()
 
 
 def test_agent_imports_only_pyzmq_and_the_standard_library():
