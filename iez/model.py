@@ -167,6 +167,12 @@ class ClusterState:
         return ClusterState(tuple(osts), self.osses, self.fill_cap)
 
 
+def usable_kbytes(kbytes_avail: int, kbytes_total: int, reserved_bytes: int) -> int:
+    """An OST's free space as allocation sees it: reported free (never above its size) less what earlier
+    allocations reserved and have not yet written, rounded so the two together never exceed what it reported."""
+    return max(0, min(kbytes_avail, kbytes_total) - -(-reserved_bytes // 1024))
+
+
 def object_bytes(write_bytes: int, stripe_size: int, stripe_count: int) -> int:
     """Bytes of a file's fullest stripe object (the first one), RAID-0 wrap-around included."""
     full_rounds, rest = divmod(write_bytes, stripe_size * stripe_count)

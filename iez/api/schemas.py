@@ -133,6 +133,11 @@ class AllocateIn(BaseModel):
     app: Text
     policy: Literal[POLICY_NAMES] = "iez"  # type: ignore[valid-type]
     seed: int = Field(default=0, ge=0, le=INT32_MAX)
+    fill_cap: float = Field(default=0.95, gt=0, le=1, description="no OST is pushed past this fill")
+    fill_weight: float = Field(default=0.0, ge=0, le=10,
+                               description="share of the job's I/O time that may be given up to even out fill")
+    ost_bandwidth_mib_s: float = Field(default=200.0, gt=0, le=1e9)
+    oss_bandwidth_mib_s: float = Field(default=600.0, gt=0, le=1e9)
 
 
 class Layout(BaseModel):
@@ -142,8 +147,14 @@ class Layout(BaseModel):
     osts: list[int]
 
 
+class RefusedFile(BaseModel):
+    file: str
+    reason: str
+
+
 class Allocations(BaseModel):
     allocations: list[Layout]
+    refused: list[RefusedFile] = []
 
 
 class LookupIn(BaseModel):

@@ -18,6 +18,8 @@ from pathlib import Path
 from iez.allocate import POLICY_NAMES
 from iez.commands.db import add_db_option, db_errors, settings_from
 
+from iez.model import DEFAULT_FILL_CAP, DEFAULT_OSS_BANDWIDTH, DEFAULT_OST_BANDWIDTH, MiB
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("mds", help="run the MDS control loop (agents -> live view -> allocations)")
@@ -30,10 +32,17 @@ def register(subparsers) -> None:
                    help="missed intervals after which an OSS is stale (default 3)")
     p.add_argument("--cpu-max", type=float, default=70.0, metavar="PCT", help="allocate only below this MDS CPU %% (100: no limit)")
     p.add_argument("--mem-max", type=float, default=50.0, metavar="PCT", help="allocate only below this MDS memory %% (100: no limit)")
-    p.add_argument("--congestion-weight", type=float, default=0.2, metavar="W",
-                   help="weight of live OST bandwidth in the iez cost (0 ignores it)")
-    p.add_argument("--oss-load-weight", type=float, default=0.1, metavar="W",
-                   help="weight of an OSS's reported cpu and memory in the iez cost (0 ignores them)")
+    p.add_argument("--fill-cap", type=float, default=DEFAULT_FILL_CAP, metavar="F",
+                   help="no OST is pushed past this fill (default 0.95)")
+    p.add_argument("--fill-weight", type=float, default=0.0, metavar="W",
+                   help="share of a job's I/O time iez may give up to even out fill (default 0: fastest placement, "
+                        "fill breaks ties)")
+    p.add_argument("--ost-bandwidth", type=float, default=DEFAULT_OST_BANDWIDTH / MiB, metavar="MIB_S",
+                   help="an OST's bandwidth until its counters show more (default 200 MiB/s)")
+    p.add_argument("--oss-bandwidth", type=float, default=DEFAULT_OSS_BANDWIDTH / MiB, metavar="MIB_S",
+                   help="an OSS's bandwidth over all its OSTs (default 600 MiB/s)")
+    p.add_argument("--oss-load-weight", type=float, default=0.5, metavar="W",
+                   help="share of an OSS's bandwidth lost at 100%% reported CPU (default 0.5; 0 ignores CPU)")
     p.add_argument("--oss-list", type=Path, metavar="FILE",
                    help="known OSS ids, one per line; messages from others are dropped (default: accept all)")
     p.add_argument("--curve-secret-key", type=Path, metavar="FILE", help="the MDS's CURVE secret certificate")
@@ -60,8 +69,10 @@ def _run(args: argparse.Namespace) -> int:
     if args.status:
         return _print_status(status_file, args.json)
     for name, value, low, high in (("--interval", args.interval, 1.0, 86400.0), ("--cpu-max", args.cpu_max, 0, 100),
-                                   ("--mem-max", args.mem_max, 0, 100), ("--congestion-weight", args.congestion_weight, 0, 100),
-                                   ("--oss-load-weight", args.oss_load_weight, 0, 100),
+                                   ("--mem-max", args.mem_max, 0, 100), ("--oss-load-weight", args.oss_load_weight, 0, 1),
+                                   ("--fill-cap", args.fill_cap, 0.01, 1), ("--fill-weight", args.fill_weight, 0, 10),
+                                   ("--ost-bandwidth", args.ost_bandwidth, 1e-3, 1e9),
+                                   ("--oss-bandwidth", args.oss_bandwidth, 1e-3, 1e9),
                                    ("--series-interval", args.series_interval, 0, 86400)):
         if not low <= value <= high:
             raise ValueError(f"{name} {value} is outside {low}..{high}")
@@ -77,10 +88,14 @@ def _run(args: argparse.Namespace) -> int:
     from iez.db import open_db
     from iez.mds.service import MdsConfig, MdsService
 
-    engine = open_db(settings, create_if_empty=True)
-    config = MdsConfig(bind=args.bind, policy=args.policy, interval_s=args.interval,
+    engine = open_db(settings)  # never creates: `iez db upgrade` does
+    from iez.placement import PlacementSettings
+
+    placement = PlacementSettings(args.policy, fill_cap=args.fill_cap, fill_weight=args.fill_weight,
+                                  ost_bandwidth=args.ost_bandwidth * MiB, oss_bandwidth=args.oss_bandwidth * MiB,
+                                  oss_load_weight=args.oss_load_weight)
+    config = MdsConfig(bind=args.bind, placement=placement, interval_s=args.interval,
                        stale_intervals=args.stale_intervals, cpu_max=args.cpu_max, mem_max=args.mem_max,
-                       congestion_weight=args.congestion_weight, oss_load_weight=args.oss_load_weight,
                        reservation_ttl_s=settings.reservation_ttl_s,
                        retain=timedelta(days=args.retain_days), allowed_oss=allowed,
                        series_interval_s=args.series_interval,

@@ -1,4 +1,6 @@
-"""Allocations: place an application's pending requests, pin a layout by hand, look layouts up.
+"""Allocations: load pending requests, save a placement pass, pin a layout by hand, look layouts up.
+
+Deciding where files go is :mod:`iez.placement`'s job; this module only loads and saves.
 
 A path has at most one live (non-stale) allocation: storing a new one for the
 same path retires the old one. Lookups are the placement library's hot path
@@ -7,20 +9,20 @@ and use lean Core statements, not ORM objects.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from datetime import datetime, timedelta
-from typing import Callable, Sequence
+from typing import Sequence
 
-from sqlalchemy import Connection, Engine, bindparam, exists, insert, select
+from sqlalchemy import Connection, Engine, bindparam, exists, func, insert, select
 from sqlalchemy.orm import Session
 
-from iez.allocate import AllocationError, make_policy
+from iez.allocate.stripe import MAX_STRIPE_SIZE
 from iez.db.engine import write_session
 from iez.db.models import (
     MAX_PATH_BYTES,
     PLANNED,
     STALE,
     AllocationRow,
+    Application,
     OstRow,
     Reservation,
     WriteRequestRow,
@@ -28,22 +30,21 @@ from iez.db.models import (
     parse_osts,
     utcnow,
 )
-from iez.db.requests import application, chunks, retire
-from iez.db.stats import usable_cluster
-from iez.model import Allocation, ClusterState, WriteRequest
+from iez.db.requests import chunks, retire
+from iez.model import Allocation, raid0_bytes
 
 MANUAL = "manual"
 MAX_STRIPE_COUNT = 2000
 STRIPE_ALIGNMENT = 65536
-MAX_STRIPE_SIZE = 4 * 1024**3  # Lustre keeps the stripe size in 32 bits
 
 
 def check_layout(path: str, stripe_size: int, osts: Sequence[int]) -> None:
     """Refuse a layout Lustre would refuse; the message names the bad part."""
     check_path(path)
-    if stripe_size <= 0 or stripe_size % STRIPE_ALIGNMENT or stripe_size >= MAX_STRIPE_SIZE:
+    if stripe_size <= 0 or stripe_size % STRIPE_ALIGNMENT or stripe_size > MAX_STRIPE_SIZE:
         raise ValueError(
-            f"stripe size {stripe_size} must be a positive multiple of {STRIPE_ALIGNMENT} below {MAX_STRIPE_SIZE}"
+            f"stripe size {stripe_size} must be a positive multiple of {STRIPE_ALIGNMENT} "
+            f"at most {MAX_STRIPE_SIZE} (Lustre keeps it in 32 bits)"
         )
     if not 1 <= len(osts) <= MAX_STRIPE_COUNT:
         raise ValueError(f"OST list must name 1 to {MAX_STRIPE_COUNT} OSTs, got {len(osts)}")
@@ -84,68 +85,75 @@ def pin(engine: Engine, path: str, stripe_size: int, osts: Sequence[int]) -> All
 
 
 def pending_requests(session: Session, app_id: int) -> list[WriteRequestRow]:
-    live = exists().where(AllocationRow.request_id == WriteRequestRow.id, AllocationRow.state != STALE)
+    """The application's requests without a live allocation (refused ones included), rank order."""
     return list(
         session.scalars(
             select(WriteRequestRow)
-            .where(WriteRequestRow.app_id == app_id, ~live)
+            .where(WriteRequestRow.app_id == app_id, ~has_live_allocation())
             .order_by(WriteRequestRow.rank, WriteRequestRow.id)
         )
     )
 
 
-def allocate_app(
-    engine: Engine, app_name: str, policy_name: str, stale_s: float, reservation_ttl_s: float, seed: int = 0,
-    cluster_of: Callable[[Session, datetime], ClusterState] | None = None, policy_options: dict | None = None,
-) -> list[Allocation]:
-    """Place the application's pending requests and store allocations and reservations in one transaction.
+def has_live_allocation():
+    """The one definition of "placed": a request with a non-stale allocation."""
+    return exists().where(AllocationRow.request_id == WriteRequestRow.id, AllocationRow.state != STALE)
 
-    The policy sees the OSTs of fresh OSSs with their reported free space less
-    every active reservation. Raises :class:`~iez.db.requests.NotFound` for an
-    unknown application and :class:`AllocationError` when the requests do not fit
-    (nothing is stored then).
+
+def pending_counts(conn: Connection | Session) -> frozenset[tuple[str, int]]:
+    """Applications with pending requests, and how many each (one plain query)."""
+    rows = conn.execute(
+        select(Application.name, func.count())
+        .join(WriteRequestRow, WriteRequestRow.app_id == Application.id)
+        .where(~has_live_allocation())
+        .group_by(Application.name)
+    )
+    return frozenset((name, int(n)) for name, n in rows)
+
+
+def reported_avail(session: Session) -> dict[int, int]:
+    """Each OST's last reported ``kbytes_avail``: the baseline a new reservation is paid from."""
+    return dict(session.execute(select(OstRow.ost_index, OstRow.kbytes_avail)).all())
+
+
+def store_placement(session: Session, pending: Sequence[WriteRequestRow], outcomes: Sequence[Allocation | str],
+                    policy_name: str, now: datetime, reservation_ttl_s: float) -> list[Allocation]:
+    """Save a pass's outcome: allocations with their reservations, and each refused file's reason.
+
+    ``outcomes[i]`` is the allocation of ``pending[i]`` or the reason it was refused. Returns the allocations.
     """
-    policy = make_policy(policy_name, seed=seed, **(policy_options or {}))
-    with write_session(engine) as session:
-        app = application(session, app_name)
-        pending = pending_requests(session, app.id)
-        if not pending:
-            return []
-        now = utcnow()
-        # The MDS passes its live view (per-OSS staleness, I/O congestion); the API uses the DB's.
-        cluster = cluster_of(session, now) if cluster_of else usable_cluster(session, now, stale_s)
-        reported = dict(session.execute(select(OstRow.ost_index, OstRow.kbytes_avail)).all())
-        requests = [WriteRequest(app_name, r.path, r.write_bytes, r.stripe_count, r.rank) for r in pending]
-        placed = policy.allocate(cluster, requests)
-        _check_capacity(cluster, placed)
-        _retire_paths(session, [a.file for a in placed])
-        expires = now + timedelta(seconds=reservation_ttl_s)
-        # Bulk statements: ORM objects cost about 0.5 ms per file, a real problem for 10,000-file jobs.
-        ids = session.scalars(
-            insert(AllocationRow).returning(AllocationRow.id, sort_by_parameter_order=True),
-            [{"request_id": row.id, "path": row.path, "stripe_size": a.stripe_size, "stripe_count": a.stripe_count,
-              "osts": osts_text(a.osts), "policy": policy_name, "state": PLANNED, "created": now}
-             for row, a in zip(pending, placed)],
-        ).all()
-        reservations = [{"allocation_id": i, "ost_index": ost, "bytes": a.stripe_size, "expires": expires,
-                         "avail_kb_at": reported.get(ost)} for i, a in zip(ids, placed) for ost in a.osts]
-        for start in range(0, len(reservations), 10_000):
-            session.execute(insert(Reservation), reservations[start:start + 10_000])
-    return placed
+    placed = [(row, a) for row, a in zip(pending, outcomes) if isinstance(a, Allocation)]
+    refused = [(row, why) for row, why in zip(pending, outcomes) if isinstance(why, str)]
+    for row, why in refused:
+        row.refusal = why[:512]
+    if not placed:
+        return []
+    for row, _ in placed:
+        row.refusal = None
+    _retire_paths(session, [a.file for _, a in placed])
+    reported = reported_avail(session)
+    expires = now + timedelta(seconds=reservation_ttl_s)
+    # Bulk statements: ORM objects cost about 0.5 ms per file, a real problem for 10,000-file jobs.
+    ids = session.scalars(
+        insert(AllocationRow).returning(AllocationRow.id, sort_by_parameter_order=True),
+        [{"request_id": row.id, "path": row.path, "stripe_size": a.stripe_size, "stripe_count": a.stripe_count,
+          "osts": osts_text(a.osts), "policy": policy_name, "state": PLANNED, "created": now}
+         for row, a in placed],
+    ).all()
+    reservations = [{"allocation_id": i, "ost_index": ost, "bytes": b, "expires": expires,
+                     "avail_kb_at": reported.get(ost)}
+                    for i, (row, a) in zip(ids, placed)
+                    for ost, b in zip(a.osts, _object_sizes(row.write_bytes, a))]
+    for start in range(0, len(reservations), 10_000):
+        session.execute(insert(Reservation), reservations[start:start + 10_000])
+    return [a for _, a in placed]
 
 
-def _check_capacity(cluster: ClusterState, placed: Sequence[Allocation]) -> None:
-    """Refuse (never store) a placement that puts more on an OST than it has free."""
-    wanted: dict[int, int] = defaultdict(int)
-    for allocation in placed:
-        for ost in allocation.osts:
-            wanted[ost] += allocation.stripe_size
-    free = {ost.index: ost.bytes_avail for ost in cluster.osts}
-    for ost, size in wanted.items():
-        if ost not in free:
-            raise AllocationError(None, f"policy chose OST {ost}, which is not usable")
-        if size > free[ost]:
-            raise AllocationError(None, f"policy put {size} bytes on OST {ost}, which has {free[ost]} free")
+def _object_sizes(write_bytes: int, allocation: Allocation) -> list[int]:
+    """What each stripe object will hold (RAID-0, wrap-around included); at least one stripe's worth is
+    reserved on each OST, so an empty or small file still counts against its OSTs."""
+    return [max(b, min(allocation.stripe_size, write_bytes)) for b in
+            raid0_bytes(write_bytes, allocation.stripe_size, allocation.stripe_count)]
 
 
 _LOOKUP_COLUMNS = (AllocationRow.path, AllocationRow.stripe_size, AllocationRow.stripe_count, AllocationRow.osts)

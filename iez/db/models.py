@@ -129,6 +129,8 @@ class WriteRequestRow(Base):
     source: Mapped[str] = mapped_column(String(16), default="predicted")
     created: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)
     updated: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)
+    # Why the last allocation pass could not place this file (None once placed, or never tried).
+    refusal: Mapped[str | None] = mapped_column(String(512))
 
     app: Mapped[Application] = relationship(back_populates="requests")
 

@@ -10,7 +10,7 @@ from sqlalchemy import Connection, delete, func, select
 from sqlalchemy.orm import Session
 
 from iez.db.models import OssRow, OssStat, OstRow, OstStat, Reservation, utcnow
-from iez.model import OSS, OST, ClusterState
+from iez.model import DEFAULT_OSS_BANDWIDTH, DEFAULT_OST_BANDWIDTH, OSS, OST, ClusterState, usable_kbytes
 
 
 @dataclass(frozen=True)
@@ -115,12 +115,11 @@ def stale_cutoff(now: datetime, stale_s: float) -> datetime:
     return now - timedelta(seconds=stale_s)
 
 
-def usable_cluster(session: Session, now: datetime, stale_s: float) -> ClusterState:
-    """OSTs whose OSS reported within ``stale_s``, with their free space less active reservations.
-
-    An OST keeps ``kbytes_avail - ceil(reserved / 1024)`` KiB, so whatever a policy
-    places within that, added to what is reserved, never exceeds what the OST reported free.
-    """
+def usable_cluster(session: Session, now: datetime, stale_s: float, ost_bandwidth: float = DEFAULT_OST_BANDWIDTH,
+                   oss_bandwidth: float = DEFAULT_OSS_BANDWIDTH) -> ClusterState:
+    """OSTs whose OSS reported within ``stale_s``, with their free space less active reservations
+    (:func:`iez.model.usable_kbytes`) and the configured bandwidths (the DB keeps no live congestion;
+    the MDS's view does)."""
     reserved = reserved_bytes(session, now)
     rows = session.execute(
         select(OstRow, OssRow)
@@ -130,10 +129,9 @@ def usable_cluster(session: Session, now: datetime, stale_s: float) -> ClusterSt
     ).all()
     osts, osses = [], {}
     for ost, oss in rows:
-        held_kb = -(-reserved.get(ost.ost_index, 0) // 1024)
-        avail = max(0, min(ost.kbytes_avail, ost.kbytes_total) - held_kb)
-        osts.append(OST(ost.ost_index, ost.oss_id, ost.kbytes_total, avail))
-        osses[oss.oss_id] = OSS(oss.oss_id, _pct(oss.cpu_pct), _pct(oss.mem_pct))
+        avail = usable_kbytes(ost.kbytes_avail, ost.kbytes_total, reserved.get(ost.ost_index, 0))
+        osts.append(OST(ost.ost_index, ost.oss_id, ost.kbytes_total, avail, bandwidth=ost_bandwidth))
+        osses[oss.oss_id] = OSS(oss.oss_id, _pct(oss.cpu_pct), _pct(oss.mem_pct), bandwidth=oss_bandwidth)
     return ClusterState.build(osts, list(osses.values()))
 
 

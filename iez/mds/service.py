@@ -6,7 +6,7 @@ Once a second the loop looks for applications with pending write requests and
 allocates them with the live view when there are new requests or the
 statistics changed materially, but only while the MDS node has room (CPU and
 memory under their limits, paper III-B2); otherwise it says it defers.
-Allocations go through :func:`iez.db.allocations.allocate_app`, whose
+Allocations go through :func:`iez.placement.place_app`, whose
 transaction serialises with every other writer, so two triggers at once never
 reserve the same free space twice. SIGTERM finishes the step under way
 (an allocation included), stores what was received, and exits.
@@ -27,16 +27,17 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import zmq
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine
 
 from iez.allocate import AllocationError
-from iez.db.allocations import allocate_app
+from iez.db.allocations import pending_counts
 from iez.db.engine import read
 from iez.db.stats import reserved_bytes
 from iez.mds.messages import CAUSES, Rejected, decode
 from iez.mds.resources import NodeSampler, Usage
 from iez.mds.store import prune, store_batch
 from iez.mds.view import ClusterView
+from iez.placement import PlacementSettings, place_app
 
 log = logging.getLogger("iez.mds")
 
@@ -44,13 +45,11 @@ log = logging.getLogger("iez.mds")
 @dataclass
 class MdsConfig:
     bind: str = "tcp://*:5555"
-    policy: str = "iez"
     interval_s: float = 60.0  # agents' default interval, for OSSs whose messages do not say
     stale_intervals: int = 3
     cpu_max: float = 70.0
     mem_max: float = 50.0
-    congestion_weight: float = 0.2
-    oss_load_weight: float = 0.1  # weight of an OSS's reported cpu and memory in the iez cost
+    placement: PlacementSettings = field(default_factory=PlacementSettings)
     reservation_ttl_s: float = 86400.0
     poll_s: float = 1.0  # how often pending requests and resources are checked
     flush_s: float = 5.0  # longest a received report waits before it is stored (allocation flushes first)
@@ -76,6 +75,7 @@ class Counters:
     allocated: int = 0
     deferred: int = 0
     failed: int = 0
+    refused: int = 0
 
 
 class MdsService:
@@ -262,14 +262,9 @@ class MdsService:
                         oss, self.config.stale_intervals)
 
     # -- allocation ---------------------------------------------------------------------
-    _PENDING = text(
-        "SELECT a.name, COUNT(*) FROM applications a JOIN write_requests w ON w.app_id = a.id "
-        "WHERE NOT EXISTS (SELECT 1 FROM allocations l WHERE l.request_id = w.id AND l.state <> 'stale') "
-        "GROUP BY a.name")
-
     def pending_apps(self) -> frozenset[tuple[str, int]]:
         """Applications with requests that have no live allocation, and how many (one plain query a second)."""
-        return read(self.engine, lambda conn: frozenset((name, int(n)) for name, n in conn.execute(self._PENDING)))
+        return read(self.engine, pending_counts)
 
     def allocate_if_due(self) -> int:
         """Allocate pending requests when something changed and the node has room; returns files placed."""
@@ -300,38 +295,38 @@ class MdsService:
     def allocate(self, apps: list[str]) -> int:
         placed = 0
         self.counters.allocation_passes += 1
+        placement = self.config.placement
 
         def cluster_of(session, now):
-            return self.view.cluster(reserved_bytes(session, now))
+            return self.view.cluster(reserved_bytes(session, now), placement.ost_bandwidth, placement.oss_bandwidth)
 
         for app in apps:
             try:
-                done = allocate_app(self.engine, app, self.config.policy, stale_s=self.config.interval_s * 3,
-                                    reservation_ttl_s=self.config.reservation_ttl_s, cluster_of=cluster_of,
-                                    policy_options=self._policy_options())
+                done = place_app(self.engine, app, placement, stale_s=self.config.interval_s * 3,
+                                 reservation_ttl_s=self.config.reservation_ttl_s, cluster_of=cluster_of)
             except AllocationError as err:
                 self.counters.failed += 1
-                if self._failed_apps.get(app) != str(err):
-                    self._failed_apps[app] = str(err)
-                    log.warning("cannot allocate %s yet: %s", app, err)
+                log.error("allocation of %s refused by the capacity guard: %s", app, err)
                 continue
             except Exception as err:
                 self.counters.failed += 1
                 log.error("allocation of %s failed: %s", app, str(err).splitlines()[0][:200])
                 continue
-            self._failed_apps.pop(app, None)
-            if done:
-                placed += len(done)
-                log.info("allocated %d file(s) of %s with %s", len(done), app, self.config.policy)
+            if done.refused:
+                self.counters.refused += len(done.refused)
+                why = f"{len(done.refused)} file(s) refused, first {done.refused[0][0]}: {done.refused[0][1]}"
+                if self._failed_apps.get(app) != why:
+                    self._failed_apps[app] = why
+                    log.warning("cannot place every file of %s yet: %s", app, why)
+            else:
+                self._failed_apps.pop(app, None)
+            if done.placed:
+                placed += len(done.placed)
+                log.info("allocated %d file(s) of %s with %s", len(done.placed), app, placement.policy)
         self.counters.allocated += placed
         self._last_allocation = time.time()
         self.view.allocated()
         return placed
-
-    def _policy_options(self) -> dict:
-        if self.config.policy != "iez":
-            return {}
-        return {"congestion_weight": self.config.congestion_weight, "oss_load_weight": self.config.oss_load_weight}
 
     # -- status ---------------------------------------------------------------------------
     def status(self) -> dict:
@@ -349,7 +344,8 @@ class MdsService:
                                       if o.stale and o.stale_since}},
             "osts": len(self.view.osts),
             "allocation": {"passes": c.allocation_passes, "files": c.allocated, "deferred": c.deferred,
-                           "failed": c.failed, "last": self._last_allocation},
+                           "failed": c.failed, "refused": c.refused, "last": self._last_allocation,
+                           "refusals": dict(self._failed_apps)},
             "reservations_ended": c.reservations_ended,
             "resources": {"cpu_pct": round(self.usage.cpu_pct, 1), "mem_pct": round(self.usage.mem_pct, 1),
                           "cpu_max": self.config.cpu_max, "mem_max": self.config.mem_max},

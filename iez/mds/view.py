@@ -4,7 +4,10 @@ OSSs are stale, each OST's free space, and its read+write bandwidth.
 An OSS is stale after ``stale_intervals`` (3) of its own report intervals
 without a message; its OSTs are left out of allocation until it reports again.
 I/O congestion comes from the agents' cumulative ``read_bytes``/``write_bytes``
-counters: their rise between two reports over the time between the samples.
+counters: their rise between two reports over the time between the samples is
+the load other jobs drive on the OST now (bandwidth a new job cannot have); the
+highest rate an OST has shown raises its bandwidth above the configured default
+(a target proved faster than configured is taken at its word).
 """
 
 from __future__ import annotations
@@ -18,12 +21,10 @@ from sqlalchemy import Engine, select
 from iez.db.engine import read
 from iez.db.models import OssRow, OstRow
 from iez.db.stats import OssReport
-from iez.model import OSS, OST, ClusterState
+from iez.model import DEFAULT_OSS_BANDWIDTH, DEFAULT_OST_BANDWIDTH, OSS, OST, ClusterState, usable_kbytes
 
 #: Free space moving by this share of an OST's size makes a "material" change.
 MATERIAL_FRACTION = 0.01
-#: Bandwidth below this (bytes/s) is idle: io_load is relative to the busiest OST above it.
-IDLE_RATE = 1 << 20
 
 
 def epoch(dt: datetime) -> float:
@@ -54,6 +55,7 @@ class OstState:
     counters: int | None = None  # read + write bytes, cumulative
     counter_time: float | None = None
     rate: float = 0.0  # bytes/s
+    peak_rate: float = 0.0  # the highest rate seen: what the OST has proved it sustains
     avail_at_alloc: int | None = field(default=None)  # kbytes_avail at the last allocation pass
 
 
@@ -95,6 +97,7 @@ class ClusterView:
                 if state.counters is not None and state.counter_time is not None and sample > state.counter_time:
                     delta = counters - state.counters
                     state.rate = delta / (sample - state.counter_time) if delta >= 0 else 0.0  # reset: unknown
+                    state.peak_rate = max(state.peak_rate, state.rate)
                 state.counters, state.counter_time = counters, sample
 
     # -- staleness -------------------------------------------------------------
@@ -121,25 +124,23 @@ class ClusterView:
         return sorted(s.oss_id for s in self.osses.values() if not s.stale)
 
     # -- what the allocator sees -------------------------------------------------
-    def io_loads(self) -> dict[int, float]:
-        live = [o for o in self.osts.values() if not self.osses[o.oss_id].stale]
-        busiest = max((o.rate for o in live), default=0.0)
-        if busiest < IDLE_RATE:
-            return {o.index: 0.0 for o in live}
-        return {o.index: min(1.0, max(0.0, o.rate / busiest)) for o in live}
+    def loads(self) -> dict[int, float]:
+        """Read+write bytes/s each fresh OSS's OSTs serve now."""
+        return {o.index: o.rate for o in self.osts.values() if not self.osses[o.oss_id].stale}
 
-    def cluster(self, reserved: dict[int, int]) -> ClusterState:
-        """Fresh OSSs' OSTs with their free space less ``reserved`` bytes, and their congestion."""
-        loads = self.io_loads()
+    def cluster(self, reserved: dict[int, int], ost_bandwidth: float = DEFAULT_OST_BANDWIDTH,
+                oss_bandwidth: float = DEFAULT_OSS_BANDWIDTH) -> ClusterState:
+        """Fresh OSSs' OSTs with their free space less ``reserved`` bytes, bandwidth and live load."""
         osts, osses = [], {}
         for o in sorted(self.osts.values(), key=lambda o: o.index):
             oss = self.osses.get(o.oss_id)
             if oss is None or oss.stale:
                 continue
-            held_kb = -(-reserved.get(o.index, 0) // 1024)
-            avail = max(0, min(o.kbytes_avail, o.kbytes_total) - held_kb)
-            osts.append(OST(o.index, o.oss_id, o.kbytes_total, avail, io_load=loads.get(o.index, 0.0)))
-            osses[oss.oss_id] = OSS(oss.oss_id, min(100.0, oss.cpu_pct), min(100.0, oss.mem_pct))
+            avail = usable_kbytes(o.kbytes_avail, o.kbytes_total, reserved.get(o.index, 0))
+            osts.append(OST(o.index, o.oss_id, o.kbytes_total, avail, bandwidth=max(ost_bandwidth, o.peak_rate),
+                            load=o.rate))
+            osses[oss.oss_id] = OSS(oss.oss_id, min(100.0, oss.cpu_pct), min(100.0, oss.mem_pct),
+                                    bandwidth=oss_bandwidth)
         return ClusterState.build(osts, list(osses.values()))
 
     def allocated(self) -> None:

@@ -148,7 +148,7 @@ def check_runs(settings: Settings, app: str, threshold: float | None = None, eng
     Returns that run (with its ``miss_rate``), or None when there is none.
     """
     threshold = retrace_threshold(threshold)
-    engine = engine or open_db(settings, create_if_empty=True)
+    engine = engine or open_db(settings)
     seen = (_read_json(learned_path(settings, app)) or {}).get("max_run_id", 0)
     run = _latest_run(engine, app, int(seen or 0))
     if run is None:
@@ -180,10 +180,10 @@ def needs_retrace(app: str, settings: Settings | None = None, threshold: float |
     return marker_path(settings, app).exists()
 
 
-def status(settings: Settings, app: str, threshold: float | None = None) -> dict:
+def status(settings: Settings, app: str, threshold: float | None = None, engine=None) -> dict:
     """What ``iez learn --status`` prints: the flag, why, the latest run, and how many predictions are stored."""
     threshold = retrace_threshold(threshold)
-    engine = open_db(settings, create_if_empty=True)
+    engine = engine or open_db(settings)
     run = check_runs(settings, app, threshold, engine)
     marker = _read_json(marker_path(settings, app))
     predicted = _predicted_count(engine, app)
@@ -202,7 +202,7 @@ def status(settings: Settings, app: str, threshold: float | None = None) -> dict
 def store_predictions(settings: Settings, app: str, requests: Sequence[PRequest], replace: bool = True,
                       engine=None) -> dict:
     """Store the named predicted requests for ``app``; with ``replace``, drop its other predicted requests."""
-    engine = engine or open_db(settings, create_if_empty=True)
+    engine = engine or open_db(settings)
     named = [r for r in requests if r.file is not None]
     removed = 0
     with write_session(engine) as session:
@@ -271,13 +271,14 @@ def load_trace(path: Path | str) -> list[RunData]:
 def record_learning(settings: Settings, app: str, prediction: Prediction, allocate: str | None = None,
                     replace: bool = True) -> dict:
     """Store a prediction as ``app``'s requests (and allocate them with ``allocate``); clears the re-trace flag."""
-    engine = open_db(settings, create_if_empty=True)
+    engine = open_db(settings)
     stored = store_predictions(settings, app, prediction.final.requests, replace, engine)
     if allocate:
-        from iez.db.allocations import allocate_app
+        from iez.placement import PlacementSettings, place_app
 
-        placed = allocate_app(engine, app, allocate, settings.oss_stale_s, settings.reservation_ttl_s)
-        stored["allocated"] = len(placed)
+        done = place_app(engine, app, PlacementSettings(allocate), settings.oss_stale_s, settings.reservation_ttl_s)
+        stored["allocated"] = len(done.placed)
+        stored["refused"] = len(done.refused)
     _write_json(learned_path(settings, app), {"app": app, "max_run_id": _max_run_id(engine, app),
                                                "learned_at": stamp(), "requests": stored["stored"]})
     marker_path(settings, app).unlink(missing_ok=True)
@@ -357,7 +358,7 @@ def run_app(settings: Settings, app: str, cmd: Sequence[str], force_trace: bool 
         return code
     counts = [row for path in counts_files(directory) for row in read_counts(path)]
     if counts:
-        engine = open_db(settings, create_if_empty=True)
+        engine = open_db(settings)
         _store_runs(engine, app, summarise_counts(counts))
         run = check_runs(settings, app, threshold, engine)
         if run and run["miss_rate"] is not None:

@@ -8,9 +8,9 @@ import pytest
 from sqlalchemy import func, select, text, update
 from sqlalchemy.orm import Session
 
-from iez.allocate import AllocationError
 from iez.config import database_url
-from iez.db.allocations import allocate_app, lookup, lookup_many, pin
+from iez.db.allocations import lookup, lookup_many, pin
+from iez.placement import PlacementSettings, place_app
 from iez.db.engine import make_engine, read, write_session
 from iez.db.models import STALE, AllocationRow, OssRow, Reservation, WriteRequestRow, utcnow
 from iez.db.requests import NotFound, RequestIn, upsert_requests
@@ -57,7 +57,7 @@ def test_allocate_stores_allocations_and_reservations_for_pending_requests(engin
     cluster_of(engine, report("oss0", range(0, 5)), report("oss1", range(5, 10)))
     with write_session(engine) as s:
         upsert_requests(s, "ior", requests(4))
-    placed = allocate_app(engine, "ior", "iez", stale_s=600, reservation_ttl_s=3600)
+    placed = place_app(engine, "ior", PlacementSettings(), stale_s=600, reservation_ttl_s=3600).placed
     assert [a.file for a in placed] == [f"/lustre/job/out.{i}" for i in range(4)]
     assert all(a.stripe_count == 4 and len(set(a.osts)) == 4 for a in placed)
     with Session(engine) as s:
@@ -68,44 +68,46 @@ def test_allocate_stores_allocations_and_reservations_for_pending_requests(engin
     assert layout == {"file": "/lustre/job/out.2", "stripe_size": placed[2].stripe_size,
                       "stripe_count": 4, "osts": list(placed[2].osts)}
     # nothing pending any more: a second call places nothing
-    assert allocate_app(engine, "ior", "iez", 600, 3600) == []
+    assert place_app(engine, "ior", PlacementSettings(), 600, 3600).placed == []
 
 
 def test_a_changed_request_loses_its_allocation_and_is_placed_again(engine):
     cluster_of(engine, report("oss0", range(0, 8)))
     with write_session(engine) as s:
         upsert_requests(s, "hacc", requests(2))
-    allocate_app(engine, "hacc", "iez", 600, 3600)
+    place_app(engine, "hacc", PlacementSettings(), 600, 3600).placed
     with write_session(engine) as s:
         upsert_requests(s, "hacc", [RequestIn("/lustre/job/out.0", 2**30, 2, rank=0)])
     with Session(engine) as s:
         assert s.scalar(select(func.count()).select_from(AllocationRow).where(AllocationRow.state == STALE)) == 1
-    again = allocate_app(engine, "hacc", "iez", 600, 3600)
+    again = place_app(engine, "hacc", PlacementSettings(), 600, 3600).placed
     assert [(a.file, a.stripe_count) for a in again] == [("/lustre/job/out.0", 2)]
     assert read(engine, lambda c: lookup(c, "/lustre/job/out.0"))["stripe_count"] == 2
 
 
-def test_requests_that_do_not_fit_store_nothing(engine):
+def test_requests_that_do_not_fit_are_refused_with_their_reason_and_store_no_allocation(engine):
     cluster_of(engine, report("oss0", range(0, 4), avail_kb=1024, total_kb=2048))  # 1 MiB free per OST
     with write_session(engine) as s:
         upsert_requests(s, "big", requests(2, size=10 * 2**30))
-    with pytest.raises(AllocationError, match="out.0"):
-        allocate_app(engine, "big", "iez", 600, 3600)
+    done = place_app(engine, "big", PlacementSettings(), 600, 3600)
+    assert done.placed == [] and [f for f, _ in done.refused] == ["/lustre/job/out.0", "/lustre/job/out.1"]
+    assert all("fill cap" in why for _, why in done.refused)
     with Session(engine) as s:
+        assert [r.refusal is not None for r in s.scalars(select(WriteRequestRow))] == [True, True]
         assert s.scalar(select(func.count()).select_from(AllocationRow)) == 0
         assert s.scalar(select(func.count()).select_from(Reservation)) == 0
 
 
 def test_unknown_application_is_named(engine):
     with pytest.raises(NotFound, match="nope"):
-        allocate_app(engine, "nope", "iez", 600, 3600)
+        place_app(engine, "nope", PlacementSettings(), 600, 3600)
 
 
 def test_reservations_shrink_the_space_the_next_allocation_sees(engine):
     cluster_of(engine, report("oss0", range(0, 4), avail_kb=GiB_KB, total_kb=2 * GiB_KB))
     with write_session(engine) as s:
         upsert_requests(s, "a", [RequestIn("/lustre/a", 2 * 2**30, 4)])  # 512 MiB on each OST
-    placed = allocate_app(engine, "a", "iez", 600, 3600)
+    placed = place_app(engine, "a", PlacementSettings(), 600, 3600).placed
     with Session(engine) as s:
         cluster = usable_cluster(s, utcnow(), 600)
     assert {o.index: o.kbytes_avail for o in cluster.osts} == {

@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqlalchemy import func, select
 
 from iez.config import database_url
-from iez.db.allocations import allocate_app
+from iez.placement import PlacementSettings, place_app
 from iez.db.engine import make_engine, read, write_session
 from iez.db.models import Reservation, utcnow
 from iez.db.requests import RequestIn, upsert_requests
@@ -33,7 +33,7 @@ def test_reports_showing_the_bytes_used_end_reservations_oldest_first(engine):
     with write_session(engine) as s:
         ingest(s, report(1, {}))
         upsert_requests(s, "app", [RequestIn(f"/l/f{i}", 4 * 2**20, 1, rank=i) for i in range(8)])
-    placed = allocate_app(engine, "app", "iez", stale_s=600, reservation_ttl_s=3600)
+    placed = place_app(engine, "app", PlacementSettings(), stale_s=600, reservation_ttl_s=3600).placed
     assert len(placed) == 8
     held = read(engine, lambda c: reserved_bytes(c, utcnow()))
     assert sum(held.values()) == 8 * 4 * 2**20
@@ -59,7 +59,7 @@ def test_space_freed_elsewhere_does_not_end_reservations(engine):
     with write_session(engine) as s:
         ingest(s, report(1, {}))
         upsert_requests(s, "app", [RequestIn("/l/one", 4 * 2**20, 1)])
-    (placed,) = allocate_app(engine, "app", "iez", stale_s=600, reservation_ttl_s=3600)
+    (placed,) = place_app(engine, "app", PlacementSettings(), stale_s=600, reservation_ttl_s=3600).placed
     with write_session(engine) as s:
         assert ingest(s, report(2, {placed.osts[0]: AVAIL_KB + 1024 * 1024})) == 0  # more free than before
     count = read(engine, lambda c: c.scalar(select(func.count()).select_from(Reservation)))

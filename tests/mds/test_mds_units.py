@@ -12,7 +12,8 @@ from hypothesis import given, settings, strategies as st
 from iez.api.schemas import OssStats
 from iez.db.stats import OssReport, OstReport
 from iez.mds.messages import Rejected, decode
-from iez.mds.view import IDLE_RATE, ClusterView
+from iez.mds.view import ClusterView
+from iez.model import DEFAULT_OST_BANDWIDTH
 
 GiB_KB = 1024 * 1024
 
@@ -68,22 +69,20 @@ def test_an_oss_is_stale_after_three_of_its_intervals_and_fresh_when_it_reports(
     assert [o.index for o in view.cluster({}).osts] == [0, 1]
 
 
-def test_bandwidth_from_counters_becomes_io_load_and_reservations_reduce_free_space():
+def test_bandwidth_from_counters_becomes_load_and_reservations_reduce_free_space():
     view = ClusterView()
     view.apply(report("a", 1, 100.0, {0: (GiB_KB, 0), 1: (GiB_KB, 0), 2: (GiB_KB, 0)}), received=100.0)
-    view.apply(report("a", 2, 110.0, {0: (GiB_KB, 400 << 20), 1: (GiB_KB, 100 << 20), 2: (GiB_KB, 0)}), received=110.0)
-    loads = view.io_loads()
-    assert loads == {0: 1.0, 1: 0.25, 2: 0.0}
+    view.apply(report("a", 2, 110.0, {0: (GiB_KB, 4000 << 20), 1: (GiB_KB, 100 << 20), 2: (GiB_KB, 0)}), received=110.0)
+    assert view.loads() == {0: 400 << 20, 1: 10 << 20, 2: 0.0}
     cluster = view.cluster({1: 3 * 2**20})
-    assert [o.io_load for o in cluster.osts] == [1.0, 0.25, 0.0]
+    assert [o.load for o in cluster.osts] == [400 << 20, 10 << 20, 0.0]
+    # an OST that served 400 MiB/s has proved it sustains more than the 200 MiB/s default
+    assert [o.bandwidth for o in cluster.osts] == [400 << 20, DEFAULT_OST_BANDWIDTH, DEFAULT_OST_BANDWIDTH]
     assert cluster.osts[1].kbytes_avail == GiB_KB - 3 * 1024
     # a counter reset (agent or server restart) is not a negative bandwidth
     view.apply(report("a", 3, 120.0, {0: (GiB_KB, 5), 1: (GiB_KB, 200 << 20), 2: (GiB_KB, 0)}), received=120.0)
     assert view.osts[0].rate == 0.0 and view.osts[1].rate == pytest.approx((100 << 20) / 10)
-    # below IDLE_RATE everything counts as idle
-    view.apply(report("a", 4, 130.0, {0: (GiB_KB, 6), 1: (GiB_KB, (200 << 20) + IDLE_RATE), 2: (GiB_KB, 0)}),
-               received=130.0)
-    assert set(view.io_loads().values()) == {0.0}
+    assert view.cluster({}).osts[0].bandwidth == 400 << 20  # the peak stays
 
 
 def test_material_change_needs_one_percent_of_an_ost():

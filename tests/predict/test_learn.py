@@ -9,7 +9,8 @@ import pytest
 
 from conftest import BACKENDS, fresh_db, run_iez
 from iez.config import Settings, database_url
-from iez.db.allocations import allocate_app, pending_requests
+from iez.db.allocations import pending_requests
+from iez.placement import PlacementSettings, place_app
 from iez.db.engine import make_engine, read, write_session
 from iez.db.requests import app_summary, application
 from iez.predict import load_runs
@@ -55,7 +56,7 @@ def test_learn_stores_predictions_that_the_mds_sees_pending_and_allocates(backen
         f"/scratch/h/FPP1-Part{k:08d}-of-00000004.data" for k in range(4)]
 
     add_cluster(db)
-    placed = allocate_app(engine, "hacc", "iez", stale_s=600, reservation_ttl_s=600)
+    placed = place_app(engine, "hacc", PlacementSettings(), stale_s=600, reservation_ttl_s=600).placed
     assert len(placed) == 4 and all(a.stripe_count == 4 for a in placed)
     assert read(engine, lambda conn: app_summary(conn, "hacc"))["pending"] == 0
     engine.dispose()

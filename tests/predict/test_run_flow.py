@@ -11,7 +11,7 @@ from pathlib import Path
 
 from conftest import fresh_db, run_iez
 from iez.config import Settings, database_url
-from iez.db.allocations import allocate_app
+from iez.placement import PlacementSettings, place_app
 from iez.db.engine import make_engine, read
 from iez.db.requests import app_summary
 from iez.layout.emulated import parse_attr
@@ -64,7 +64,7 @@ def test_first_run_traced_then_placed_then_retraced_after_misses(tmp_path):
 
     # the MDS allocates the predicted requests
     add_cluster(db)
-    placed = {a.file: a for a in allocate_app(engine, "writer", "iez", stale_s=600, reservation_ttl_s=600)}
+    placed = {a.file: a for a in place_app(engine, "writer", PlacementSettings(), stale_s=600, reservation_ttl_s=600).placed}
     assert len(placed) == 3
 
     # 2: placed: every file is created with its allocated layout

@@ -15,10 +15,20 @@ from sqlalchemy import Engine
 
 from iez.api import deps
 from iez.api.metrics import ApiMetrics
-from iez.api.schemas import AllocateIn, Allocations, Layout, LookupIn, LookupOut, Problem, _absolute_path
+from iez.api.schemas import (
+    AllocateIn,
+    Allocations,
+    Layout,
+    LookupIn,
+    LookupOut,
+    Problem,
+    RefusedFile,
+    _absolute_path,
+)
 from iez.config import Settings
-from iez.db.allocations import allocate_app
 from iez.db.lookup import LayoutReader
+from iez.model import MiB
+from iez.placement import PlacementSettings, place_app
 
 JSON = "application/json"
 router = APIRouter(tags=["allocations"])
@@ -39,20 +49,29 @@ def allocate(
 ) -> Allocations:
     """Run the policy over the app's pending requests against the latest OST statistics less active reservations.
 
-    Allocations and their reservations are stored in one transaction; 409 when the requests do not fit.
+    Allocations and their reservations are stored in one transaction. Refusal is per file: files that cannot
+    be placed are listed in ``refused`` with their reason (also stored on the request); 409 when none fits.
     """
+    placement = PlacementSettings(body.policy, seed=body.seed, fill_cap=body.fill_cap, fill_weight=body.fill_weight,
+                                  ost_bandwidth=body.ost_bandwidth_mib_s * MiB,
+                                  oss_bandwidth=body.oss_bandwidth_mib_s * MiB)
     try:
-        placed = allocate_app(engine, body.app, body.policy, settings.oss_stale_s, settings.reservation_ttl_s,
-                              seed=body.seed)
+        done = place_app(engine, body.app, placement, settings.oss_stale_s, settings.reservation_ttl_s)
     except ImportError as err:  # a policy whose module this build lacks
         raise HTTPException(501, f"policy {body.policy!r} is not available in this build: {err}") from err
     except ValueError:
         metrics.allocation_failures.inc()
         raise
-    metrics.allocations.labels(body.policy).inc(len(placed))
+    metrics.allocations.labels(body.policy).inc(len(done.placed))
+    if done.refused and not done.placed:
+        metrics.allocation_failures.inc()
+        file, reason = done.refused[0]
+        raise HTTPException(409, f"no file of {body.app} could be placed ({len(done.refused)} refused); "
+                                 f"{file}: {reason}")
     return Allocations(
         allocations=[Layout(file=a.file, stripe_size=a.stripe_size, stripe_count=a.stripe_count, osts=list(a.osts))
-                     for a in placed]
+                     for a in done.placed],
+        refused=[RefusedFile(file=f, reason=r) for f, r in done.refused],
     )
 
 

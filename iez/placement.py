@@ -1,0 +1,120 @@
+"""Placement: the live view -> the policy -> reservations -> stored allocations, for the MDS and the API alike.
+
+The services decide here; the DB layer (:mod:`iez.db.allocations`) only loads
+and saves. One pass places an application's pending requests in one write
+transaction: the policy sees the OSTs of fresh OSSs with their free space less
+active reservations; files it cannot place are refused one by one, with the
+reason stored on the request (they stay pending and a later pass may place
+them); the rest are stored with reservations of the bytes each stripe object
+will hold.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Callable, Sequence
+
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session
+
+from iez.allocate import AllocationError, Policy, Refused, make_policy
+from iez.db.allocations import pending_requests, store_placement
+from iez.db.engine import write_session
+from iez.db.models import utcnow
+from iez.db.requests import application
+from iez.db.stats import usable_cluster
+from iez.model import (
+    DEFAULT_FILL_CAP,
+    DEFAULT_OSS_BANDWIDTH,
+    DEFAULT_OST_BANDWIDTH,
+    Allocation,
+    ClusterState,
+    WriteRequest,
+    raid0_bytes,
+)
+
+
+@dataclass(frozen=True)
+class PlacementSettings:
+    """What a site tunes about placement (MDS options, the API's allocate request, the simulator)."""
+
+    policy: str = "iez"
+    seed: int = 0
+    fill_cap: float = DEFAULT_FILL_CAP
+    fill_weight: float = 0.0
+    ost_bandwidth: float = DEFAULT_OST_BANDWIDTH  # bytes/s, where the cluster does not say
+    oss_bandwidth: float = DEFAULT_OSS_BANDWIDTH
+    oss_load_weight: float = 0.5
+
+    def __post_init__(self) -> None:
+        if not 0 < self.fill_cap <= 1:
+            raise ValueError(f"fill_cap={self.fill_cap} is outside (0, 1]")
+        if self.fill_weight < 0:
+            raise ValueError(f"fill_weight={self.fill_weight} must not be negative")
+        if self.ost_bandwidth <= 0 or self.oss_bandwidth <= 0:
+            raise ValueError("bandwidths must be positive")
+
+    def make_policy(self) -> Policy:
+        options = {}
+        if self.policy == "iez":
+            options = {"fill_weight": self.fill_weight, "fill_cap": self.fill_cap,
+                       "oss_load_weight": self.oss_load_weight}
+        return make_policy(self.policy, seed=self.seed, **options)
+
+
+@dataclass
+class AppPlacement:
+    """One application's pass: what was placed and what was refused (file, reason)."""
+
+    app: str
+    placed: list[Allocation] = field(default_factory=list)
+    refused: list[tuple[str, str]] = field(default_factory=list)
+
+
+ClusterSource = Callable[[Session, datetime], ClusterState]
+
+
+def place_app(engine: Engine, app_name: str, settings: PlacementSettings, stale_s: float,
+              reservation_ttl_s: float, cluster_of: ClusterSource | None = None) -> AppPlacement:
+    """Place ``app_name``'s pending requests and store the outcome in one transaction.
+
+    ``cluster_of`` gives the live view (the MDS passes its own, with congestion
+    and staleness per OSS); without it the DB's latest statistics are used.
+    Raises :class:`~iez.db.requests.NotFound` for an unknown application.
+    """
+    policy = settings.make_policy()
+    with write_session(engine) as session:
+        app = application(session, app_name)
+        pending = pending_requests(session, app.id)
+        if not pending:
+            return AppPlacement(app_name)
+        now = utcnow()
+        cluster = cluster_of(session, now) if cluster_of else usable_cluster(
+            session, now, stale_s, settings.ost_bandwidth, settings.oss_bandwidth)
+        cluster = replace(cluster, fill_cap=settings.fill_cap)
+        requests = [WriteRequest(app_name, r.path, r.write_bytes, r.stripe_count, r.rank) for r in pending]
+        placement = policy.place(cluster, requests)
+        outcomes = [o.reason if isinstance(o, Refused) else o for o in placement.outcomes]
+        if policy.size_aware:
+            check_capacity(cluster, requests, outcomes)
+        placed = store_placement(session, pending, outcomes, policy.name, now, reservation_ttl_s)
+        return AppPlacement(app_name, placed, [(r.path, o) for r, o in zip(pending, outcomes) if isinstance(o, str)])
+
+
+def check_capacity(cluster: ClusterState, requests: Sequence[WriteRequest], outcomes: Sequence[Allocation | str]
+                   ) -> None:
+    """Refuse (never store) a placement that puts more on an OST than it has free: a policy bug guard."""
+    wanted: dict[int, int] = defaultdict(int)
+    for request, allocation in zip(requests, outcomes):
+        if isinstance(allocation, Allocation):
+            for ost, b in zip(allocation.osts, raid0_bytes(request.write_bytes, allocation.stripe_size,
+                                                           allocation.stripe_count)):
+                wanted[ost] += b
+    free = {ost.index: ost.bytes_avail for ost in cluster.osts}
+    for ost, size in wanted.items():
+        if ost not in free:
+            raise AllocationError(None, f"policy chose OST {ost}, which is not usable")
+        if size > free[ost]:
+            raise AllocationError(None, f"policy put {size} bytes on OST {ost}, which has {free[ost]} free")
