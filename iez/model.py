@@ -167,6 +167,29 @@ class ClusterState:
         return ClusterState(tuple(osts), self.osses, self.fill_cap)
 
 
+def oss_usable_bandwidth(cluster: "ClusterState", oss_id: str, cpu_weight: float = 0.0) -> float:
+    """What a new job can get through one OSS: its bandwidth (less ``cpu_weight`` of it at 100 % CPU) less
+    the load its OSTs carry, never below a small share."""
+    server = cluster.osses[oss_id]
+    load = sum(o.load for o in cluster.osts if o.oss_id == oss_id)
+    nominal = server.bandwidth * (1.0 - cpu_weight * server.cpu_pct / 100.0)
+    return max(nominal - load, server.bandwidth * MIN_BANDWIDTH_SHARE)
+
+
+def io_time(cluster: "ClusterState", bytes_per_ost: dict[int, float]) -> float:
+    """A job's modelled I/O time (makespan): the slowest OST or OSS, each streaming the job's bytes at the
+    bandwidth the job can get there."""
+    worst = 0.0
+    per_oss: dict[str, float] = {}
+    for ost in cluster.osts:
+        b = float(bytes_per_ost.get(ost.index, 0))
+        worst = max(worst, b / ost.usable_bandwidth)
+        per_oss[ost.oss_id] = per_oss.get(ost.oss_id, 0.0) + b
+    for oss_id, b in per_oss.items():
+        worst = max(worst, b / oss_usable_bandwidth(cluster, oss_id))
+    return worst
+
+
 def usable_kbytes(kbytes_avail: int, kbytes_total: int, reserved_bytes: int) -> int:
     """An OST's free space as allocation sees it: reported free (never above its size) less what earlier
     allocations reserved and have not yet written, rounded so the two together never exceed what it reported."""

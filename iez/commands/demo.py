@@ -55,9 +55,11 @@ def _demo(args: argparse.Namespace) -> int:
         print(json.dumps(report, indent=1))
     else:
         say("")
-        say(f"{'policy':<8} {'OSTCost':>8} {'max util':>9} {'mean util':>10}")
+        say(f"{'policy':<8} {'I/O time*':>10} {'OSTCost':>8} {'max util':>9} {'mean util':>10}")
         for policy, run in report["runs"].items():
-            say(f"{policy:<8} {run['ost_cost']:>8.3f} {100 * run['max_util']:>8.2f}% {100 * run['mean_util']:>9.2f}%")
+            say(f"{policy:<8} {run['makespan_s']:>9.2f}s {run['ost_cost']:>8.3f} {100 * run['max_util']:>8.2f}% "
+                f"{100 * run['mean_util']:>9.2f}%" + ("" if run["measured"] else "  (layouts only, not run)"))
+        say("* modelled from 200 MiB/s per OST and 600 MiB/s per OSS: what the job would take on such servers")
         if "plot" in report:
             say(f"plot: {report['plot']}")
     if not (args.keep or args.work):

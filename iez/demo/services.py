@@ -23,7 +23,7 @@ class Services:
     """MDS + emulated cluster (3 OSS x 5 OSTs, one agent each) + REST API on loopback."""
 
     def __init__(self, work: Path, db: str, oss: int = 3, osts_per_oss: int = 5, ost_size: str = "10G",
-                 fill: str = "0.10-0.22", seed: int = 7):
+                 fill: str = "0.20-0.80", seed: int = 11):
         self.work, self.db = work, db
         self.oss, self.osts_per_oss, self.ost_size, self.fill, self.seed = oss, osts_per_oss, ost_size, fill, seed
         self.mds_endpoint = f"tcp://127.0.0.1:{free_port()}"
