@@ -54,7 +54,7 @@ import numpy as np
 
 from iez.allocate.base import Policy, Refused
 from iez.allocate.lustre_rr import interleaved_order
-from iez.model import MIN_BANDWIDTH_SHARE, ClusterState, WriteRequest, object_bytes
+from iez.model import MIN_BANDWIDTH_SHARE, ClusterState, WriteRequest
 
 #: Above this many distinct object sizes in one batch, sizes are rounded onto a geometric grid.
 MAX_CLASSES = 256
@@ -209,6 +209,7 @@ class BandwidthPolicy(Policy):
     """Bandwidth-first placement under a fill cap (see the module docstring)."""
 
     name = "iez"
+    checks_layouts = True
 
     def __init__(self, seed: int = 0, fill_weight: float = 0.0, fill_cap: float | None = None,
                  oss_load_weight: float = 0.5, **kw):
@@ -225,22 +226,18 @@ class BandwidthPolicy(Policy):
                ) -> list[Sequence[int] | Refused]:
         cap = self.fill_cap if self.fill_cap is not None else cluster.fill_cap
         state = _Cluster(cluster, cap, self.oss_load_weight)
-        memo: dict[tuple[int, int, int], int] = {}
-        obj_list = []
-        for r, s, c in zip(requests, sizes, counts):
-            key = (r.write_bytes, s, c)
-            b = memo.get(key)
-            if b is None:
-                b = memo[key] = object_bytes(*key)
-            obj_list.append(b)
-        obj = np.array(obj_list, dtype=np.int64)
-        obj = np.maximum(obj, 1)  # an empty file still takes its objects
+        w = np.fromiter((r.write_bytes for r in requests), dtype=np.int64, count=len(requests))
+        size = np.asarray(sizes, dtype=np.int64)
+        count = np.asarray(counts, dtype=np.int64)
+        full_rounds, rest = np.divmod(w, size * count)  # the fullest object: RAID-0 wrap-around included
+        obj = np.maximum(full_rounds * size + np.minimum(size, rest), 1)  # an empty file still takes its objects
         if len(np.unique(obj)) > MAX_CLASSES:
             obj = rounded_object_bytes(obj)
         out: list[Sequence[int] | Refused] = [Refused("")] * len(requests)
-        classes: dict[tuple[int, int], list[int]] = {}
-        for i, (b, c) in enumerate(zip(obj.tolist(), counts)):
-            classes.setdefault((b, c), []).append(i)
+        keys, inverse = np.unique(np.stack([obj, count], axis=1), axis=0, return_inverse=True)
+        order = np.argsort(inverse.ravel(), kind="stable")
+        bounds = np.searchsorted(inverse.ravel()[order], np.arange(len(keys) + 1))
+        classes = {(int(b), int(c)): order[bounds[k]:bounds[k + 1]].tolist() for k, (b, c) in enumerate(keys)}
         left: dict[tuple[int, int], list[int]] = {}
         for allow_degraded in (False, True):
             for (b, c) in sorted(classes, key=lambda k: (-k[0], -k[1])):
@@ -287,8 +284,10 @@ class BandwidthPolicy(Policy):
         rows = deal_to_requests(y, state.order, keep, c)
         rows = np.take_along_axis(rows, np.argsort(state.rank[rows], axis=1, kind="stable"), axis=1)
         rotate = (np.arange(c)[None, :] + np.arange(keep)[:, None]) % c  # the first stripe rotates between files
-        rows = np.take_along_axis(rows, rotate, axis=1)
-        for i, row in zip(members[:keep], state.index[rows].tolist()):
+        rows = state.index[np.take_along_axis(rows, rotate, axis=1)]
+        if c > 1 and (np.diff(np.sort(rows, axis=1), axis=1) == 0).any():
+            raise AssertionError("iez: a file got the same OST twice")
+        for i, row in zip(members[:keep], map(tuple, rows.tolist())):
             out[i] = row
         return members[keep:]
 

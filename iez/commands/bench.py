@@ -9,7 +9,7 @@ import time
 import numpy as np
 
 from iez.allocate import POLICY_NAMES, make_policy
-from iez.model import OSS, OST, ClusterState, WriteRequest, raid0_bytes
+from iez.model import OSS, OST, ClusterState, WriteRequest, raid0_bytes, io_time
 from iez.sim.metrics import balance
 from iez.units import parse_size
 
@@ -71,6 +71,7 @@ def main(args) -> int:
         "stripe_count": args.stripe_count,
         "seconds": round(seconds, 4),
         "ost_cost": round(metrics.ost_cost, 4),
+        "makespan_s": round(io_time(cluster, dict(zip((o.index for o in cluster.osts), app_bytes.tolist()))), 3),
         "oss_cost": round(metrics.oss_cost, 4),
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }
