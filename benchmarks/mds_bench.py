@@ -59,6 +59,8 @@ def message(oss: int, seq: int, osts_per_oss: int = 8, avail_kb: int = 8 << 30 >
 class Mds:
     def __init__(self, tmp: Path, *extra: str):
         self.db = str(tmp / "bench.db")
+        subprocess.run([sys.executable, "-m", "iez.cli", "db", "upgrade", "--db", self.db], check=True,
+                       stdout=subprocess.DEVNULL)  # iez mds serves an existing DB only
         self.status_file = tmp / "status.json"
         self.endpoint = f"tcp://127.0.0.1:{free_port()}"
         self.proc = subprocess.Popen(

@@ -1,8 +1,11 @@
 """Fixtures for the interaction DB and the REST API: real SQLite files, a real MariaDB, real servers.
 
-MariaDB comes from ``IEZ_TEST_MYSQL_URL`` (default ``mysql://root@127.0.0.1:3306/iez_test``);
-its database is created when missing. An unreachable MariaDB fails the tests that
-need it: it is never skipped.
+MariaDB comes from ``IEZ_TEST_MYSQL_URL`` (default ``mysql://root@127.0.0.1:3306/iez_test``):
+the tests use that database and others named after it (``iez_test_api``, ...),
+create them when missing and empty them before use; at the end of the session
+that database and every other one the session created are dropped
+(tests/README.md). An unreachable MariaDB fails the tests that need it: it is
+never skipped.
 """
 
 from __future__ import annotations
@@ -31,6 +34,43 @@ DATA_TABLES = ("reservations", "allocations", "write_requests", "runs", "applica
 def mysql_url(suffix: str = "") -> str:
     base = os.environ.get("IEZ_TEST_MYSQL_URL", "mysql://root@127.0.0.1:3306/iez_test")
     return base + suffix
+
+
+def mysql_admin(statement: str, **params) -> list[tuple]:
+    """Run ``statement`` on the test MariaDB server outside any database (none needs to exist yet); its rows."""
+    engine = create_engine(database_url(mysql_url()).set(database=""), connect_args={"connect_timeout": 5})
+    try:
+        with engine.begin() as conn:
+            result = conn.execute(text(statement), params)
+            return [tuple(row) for row in result] if result.returns_rows else []
+    finally:
+        engine.dispose()
+
+
+def suite_databases() -> set[str]:
+    """The MariaDB databases of this suite: ``IEZ_TEST_MYSQL_URL``'s and those named after it."""
+    base = database_url(mysql_url()).database
+    return {name for (name,) in mysql_admin("SHOW DATABASES") if name == base or name.startswith(base + "_")}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def drop_test_databases():
+    """At the end of the session, drop the test databases: the base one, and every other the session created.
+
+    The base database (``IEZ_TEST_MYSQL_URL``'s) is the suite's scratch space, emptied on first use, so it
+    goes even when it existed before (``scripts/test`` creates it afresh). Databases named after it that
+    existed before the session are left alone: they may belong to a run with a longer base name.
+    """
+    try:
+        before = suite_databases()
+    except Exception:  # MariaDB down: the tests that need it fail by themselves
+        before = None
+    yield
+    if before is None:
+        return
+    base = database_url(mysql_url()).database
+    for name in sorted(n for n in suite_databases() if n == base or n not in before):
+        mysql_admin(f"DROP DATABASE IF EXISTS `{name.replace('`', '``')}`")
 
 
 def reset_mysql(db: str) -> None:

@@ -16,6 +16,7 @@ import json
 import sys
 
 from iez.commands.db import add_db_option, db_errors, settings_from
+from iez.db import open_db
 from iez.predict.aipa import SELECTIONS, Prediction, predict
 from iez.predict.arima import MAX_ORDER, Fitter
 from iez.predict.learn import DEFAULT_MISS_RATE, RETRACE_ENV, flag, load_trace, record_learning, run_app, status
@@ -186,9 +187,10 @@ def _learn(args: argparse.Namespace) -> int:
     if args.status or args.retrace:
         if args.trace:
             raise ValueError("--trace does not go with --status or --retrace")
+        engine = open_db(settings)  # a missing DB is refused before the flag is written
         if args.retrace:
             flag(settings, args.app, "flagged by hand (iez learn --retrace)")
-        info = status(settings, args.app, args.retrace_miss_rate)
+        info = status(settings, args.app, args.retrace_miss_rate, engine)
         if args.json:
             print(json.dumps(info, default=str))
         else:
@@ -202,6 +204,7 @@ def _learn(args: argparse.Namespace) -> int:
         return 0
     if not args.trace:
         raise ValueError("give --trace DIR_OR_LOG (the traces of APP's runs), or --status")
+    open_db(settings)  # the DB must exist at the current schema before minutes of fitting
     prediction = _run_prediction(args, load_trace(args.trace))
     stored = record_learning(settings, args.app, prediction, args.allocate, replace=not args.keep_old)
     if args.json:

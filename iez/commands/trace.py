@@ -7,8 +7,8 @@ One sub-action per source of traces; each adds itself through :data:`ACTIONS`.
 Stored requests go through ``upsert_requests`` (the same file again updates
 its row), and counts become ``runs`` rows; a run already stored with the same
 application, start and end is not stored twice, so parsing a directory again
-is harmless. ``--store`` creates the schema in a completely empty database,
-like ``iez alloc add``.
+is harmless. ``--store`` needs a database at the current schema (``iez db
+upgrade`` creates one); a missing database is refused, never created.
 """
 
 from __future__ import annotations
@@ -138,7 +138,7 @@ def _utc(seconds: float) -> datetime:
 def store(settings: Settings, app: str, requests: Sequence[Request], runs: Sequence[RunCounts],
           source: str = "traced") -> dict:
     """Store ``requests`` and ``runs`` for ``app`` in one transaction; what was stored."""
-    engine = open_db(settings, create_if_empty=True)
+    engine = open_db(settings)
     new_runs = 0
     with write_session(engine) as session:
         ids = upsert_requests(session, app, [

@@ -17,14 +17,24 @@ too rare for it to cost anything. Lookups never take it.
 
 MariaDB connections are checked before use (``pool_pre_ping``) and recycled,
 so a restarted server costs at most one retried read (:func:`read`).
+
+Opening never creates. Every SQLite connection (engines and the lookup path
+alike, :func:`open_sqlite`) opens the file with ``mode=rw``, so a missing file
+or directory is refused with :class:`DatabaseMissing` instead of appearing
+empty, and a missing MariaDB database (error 1049) is refused the same way.
+Only :func:`iez.db.schema.ensure_database` creates a database, and only
+``iez db upgrade`` and ``iez alloc add`` (on a database that does not exist
+or holds no tables) call it.
 """
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator, TypeVar
+from urllib.parse import quote
 
 from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.engine import URL
@@ -39,8 +49,54 @@ _engines: dict[str, Engine] = {}
 _engines_lock = threading.Lock()
 
 
+#: MariaDB's "Unknown database" error.
+ER_BAD_DB_ERROR = 1049
+
+
 class DatabaseUnavailable(OSError):
     """The interaction DB cannot be reached; the message says which one and why."""
+
+
+class DatabaseMissing(DatabaseUnavailable):
+    """The interaction DB does not exist (no SQLite file or directory, no MariaDB database).
+
+    Nothing that only reads or serves creates one; the message names the
+    ``iez db upgrade`` command that does.
+    """
+
+
+def upgrade_command(url: URL) -> str:
+    """The ``iez db upgrade`` command line for ``url`` (password hidden), quoted for a shell."""
+    db = describe(url)
+    return f"iez db upgrade --db {db}" if "://" in db else f"iez db upgrade --db '{db}'"
+
+
+def missing(url: URL) -> DatabaseMissing:
+    """:class:`DatabaseMissing` for ``url``, saying what is missing and the command that creates it."""
+    if url.get_backend_name() == "sqlite":
+        path = Path(url.database)
+        what = "no such file" if path.parent.is_dir() else f"no directory {path.parent}"
+        return DatabaseMissing(f"no interaction DB at {path} ({what}): run `{upgrade_command(url)}` to create it")
+    return DatabaseMissing(f"interaction DB {describe(url)} does not exist: run `{upgrade_command(url)}` to create it")
+
+
+def open_sqlite(path: str, **kwargs) -> sqlite3.Connection:
+    """A connection to the existing SQLite file ``path``, never creating it or its directory.
+
+    The file is opened through a ``file:`` URI with ``mode=rw`` (read-only if the
+    file is write-protected, as usual); a missing one raises :class:`DatabaseMissing`.
+    A ``sqlite:///file:...?uri=true`` URL's own URI is used as given.
+    """
+    if kwargs.get("uri"):
+        return sqlite3.connect(path, **kwargs)
+    if not Path(path).exists():
+        raise missing(URL.create("sqlite", database=path))
+    try:
+        return sqlite3.connect(f"file:{quote(path)}?mode=rw", uri=True, **kwargs)
+    except sqlite3.OperationalError:
+        if not Path(path).exists():  # removed in between
+            raise missing(URL.create("sqlite", database=path)) from None
+        raise
 
 
 def is_sqlite(engine: Engine | Connection) -> bool:
@@ -48,9 +104,12 @@ def is_sqlite(engine: Engine | Connection) -> bool:
 
 
 def make_engine(url: URL) -> Engine:
-    """A new engine for ``url`` with iez's connection rules (WAL, pre-ping, write lock)."""
+    """A new engine for ``url`` with iez's connection rules (WAL, pre-ping, write lock).
+
+    Connecting never creates the database (see :func:`open_sqlite`); create it
+    first with :func:`iez.db.schema.ensure_database` (``upgrade`` does).
+    """
     if url.get_backend_name() == "sqlite":
-        Path(url.database).parent.mkdir(parents=True, exist_ok=True)
         engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False}, pool_size=8)
         _sqlite_rules(engine)
         return engine
@@ -75,6 +134,10 @@ def engine_for(url: URL) -> Engine:
 
 
 def _sqlite_rules(engine: Engine) -> None:
+    @event.listens_for(engine, "do_connect")
+    def _open_existing(_dialect, _record, cargs, cparams):
+        return open_sqlite(cargs[0], **cparams)
+
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn, _record) -> None:
         dbapi_conn.isolation_level = None  # we emit BEGIN ourselves (below)
@@ -128,6 +191,15 @@ def is_sqlite_error(err: DBAPIError) -> bool:
     return type(err.orig).__module__.startswith("sqlite3")
 
 
+def error_code(orig: BaseException | None) -> object:
+    """A DBAPI error's code (mysqlclient puts it first in ``args``), or None."""
+    args = getattr(orig, "args", ())
+    return args[0] if args else None
+
+
 def unavailable(engine: Engine, err: DBAPIError) -> DatabaseUnavailable:
+    """What an OperationalError means for the caller: :class:`DatabaseMissing` or :class:`DatabaseUnavailable`."""
+    if not is_sqlite(engine) and error_code(err.orig) == ER_BAD_DB_ERROR:
+        return missing(engine.url)
     reason = str(err.orig).strip().splitlines()[0] if err.orig is not None else str(err)
     return DatabaseUnavailable(f"interaction DB {describe(engine.url)} is unavailable: {reason}")

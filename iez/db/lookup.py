@@ -17,7 +17,7 @@ from typing import Callable, Sequence, TypeVar
 from sqlalchemy import Engine
 
 from iez.config import describe
-from iez.db.engine import DatabaseUnavailable
+from iez.db.engine import ER_BAD_DB_ERROR, DatabaseUnavailable, error_code, missing, open_sqlite
 from iez.db.models import parse_osts
 
 T = TypeVar("T")
@@ -50,8 +50,8 @@ class LayoutReader:
     def _connect(self):
         dbapi = self._dialect.loaded_dbapi
         args, kwargs = self._dialect.create_connect_args(self._url)
-        if self._sqlite:
-            conn = dbapi.connect(*args, **{**kwargs, "timeout": 30, "check_same_thread": False})
+        if self._sqlite:  # never creates a missing file (DatabaseMissing)
+            conn = open_sqlite(args[0], **{**kwargs, "timeout": 30, "check_same_thread": False})
             conn.isolation_level = None  # autocommit: each SELECT reads the latest commit
         else:
             conn = dbapi.connect(*args, **{**kwargs, "connect_timeout": 5})
@@ -68,6 +68,8 @@ class LayoutReader:
                 return query(conn.cursor())
             except (dbapi.OperationalError, dbapi.InterfaceError) as err:
                 self._drop(conn)
+                if not self._sqlite and error_code(err) == ER_BAD_DB_ERROR:
+                    raise missing(self._url) from err
                 if attempt == 2:
                     raise DatabaseUnavailable(f"interaction DB {describe(self._url)} is unavailable: {err}") from err
         raise AssertionError("unreachable")

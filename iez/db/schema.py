@@ -7,6 +7,7 @@ an installed wheel, from any working directory, without an ``alembic.ini``.
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 from alembic import command
@@ -19,6 +20,7 @@ from sqlalchemy.exc import OperationalError
 
 from iez.config import describe
 from iez.db.engine import DatabaseUnavailable, unavailable
+from iez.db.engine import upgrade_command as url_upgrade_command
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 
@@ -57,8 +59,7 @@ def is_empty(engine: Engine) -> bool:
 
 
 def upgrade_command(engine: Engine) -> str:
-    db = describe(engine.url)
-    return f"iez db upgrade --db {db}" if "://" in db else f"iez db upgrade --db '{db}'"
+    return url_upgrade_command(engine.url)
 
 
 def check_schema(engine: Engine) -> str:
@@ -94,8 +95,18 @@ def downgrade(engine: Engine, revision: str) -> str:
 
 
 def ensure_database(url: URL) -> None:
-    """Create a MariaDB database that does not exist yet (SQLite files appear on first use)."""
+    """Create the database if it does not exist yet: the one place iez creates a database.
+
+    SQLite: the file (empty) and its directory; MariaDB: the database
+    (``CREATE DATABASE IF NOT EXISTS``). Engines never create (see
+    :mod:`iez.db.engine`); :func:`upgrade` calls this first, and so do
+    ``iez db upgrade`` and ``iez alloc add``, the only commands that create.
+    """
     if url.get_backend_name() == "sqlite":
+        path = Path(url.database)
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            sqlite3.connect(path).close()  # mode rwc: creates the empty file
         return
     server = create_engine(url.set(database=""), connect_args={"connect_timeout": 5})
     name = url.database.replace("`", "``")

@@ -3,27 +3,24 @@
 from __future__ import annotations
 
 import pytest
-from sqlalchemy import create_engine, text
+from sqlalchemy.exc import OperationalError
 
-from conftest import Server, fresh_db, mysql_url
+from conftest import Server, fresh_db, mysql_admin
 from iez.config import database_url
 
 USER, PASSWORD = "iez_resilience", "pw-resilience"
 
 
 def admin(statement: str) -> None:
-    engine = create_engine(database_url(mysql_url()))
-    with engine.begin() as conn:
-        conn.execute(text(statement))
-    engine.dispose()
+    mysql_admin(statement)  # on the server, outside any database: the order of the tests does not matter
 
 
 def kill_sessions_of(user: str) -> None:
-    engine = create_engine(database_url(mysql_url()))
-    with engine.begin() as conn:
-        for (pid,) in conn.execute(text("SELECT ID FROM information_schema.PROCESSLIST WHERE USER = :u"), {"u": user}):
-            conn.execute(text(f"KILL CONNECTION {int(pid)}"))
-    engine.dispose()
+    for (pid,) in mysql_admin("SELECT ID FROM information_schema.PROCESSLIST WHERE USER = :u", u=user):
+        try:
+            mysql_admin(f"KILL CONNECTION {int(pid)}")
+        except OperationalError:  # it ended meanwhile
+            pass
 
 
 @pytest.mark.parametrize("backend", ["mariadb"])

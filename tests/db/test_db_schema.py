@@ -8,11 +8,11 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect, text
 
 from iez.config import Settings, database_url
-from iez.db import SchemaOutOfDate, open_db
+from iez.db import DatabaseMissing, SchemaOutOfDate, open_db
 from iez.db.allocations import pin
 from iez.db.engine import make_engine
 from iez.db.models import Base
-from iez.db.schema import check_schema, current_revision, downgrade, head_revision, upgrade
+from iez.db.schema import check_schema, current_revision, downgrade, ensure_database, head_revision, upgrade
 
 TABLES = {"applications", "runs", "write_requests", "allocations", "reservations", "oss", "osts",
           "oss_stats", "ost_stats", "iez_lock", "alembic_version"}
@@ -42,9 +42,9 @@ def test_models_and_migrations_describe_the_same_schema(db):
 def test_service_refuses_a_database_without_schema_and_names_the_fix(empty_db):
     settings = Settings.from_env(db=empty_db, env={})
     if empty_db.endswith(".db"):
-        with pytest.raises(SchemaOutOfDate, match=r"iez db upgrade --db"):
-            open_db(settings)  # a missing SQLite file
-        make_engine(database_url(empty_db)).connect().close()  # now an empty file
+        with pytest.raises(DatabaseMissing, match=r"iez db upgrade --db"):
+            open_db(settings)  # a missing SQLite file, which opening does not create
+        ensure_database(database_url(empty_db))  # now an empty file
     with pytest.raises(SchemaOutOfDate, match=r"has no iez schema.*run `iez db upgrade --db"):
         open_db(settings)
 

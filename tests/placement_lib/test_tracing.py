@@ -180,6 +180,7 @@ def test_traced_mpi_run_parses_into_write_requests_and_runs(lib, apps, tmp_path)
            str(apps["mpi_trace_writer"]), str(out)]
     subprocess.run(cmd, env=env, check=True, capture_output=True, timeout=120)
     db = tmp_path / "iez.db"
+    subprocess.run(["iez", "db", "upgrade", "--db", str(db)], env=clean_env(), capture_output=True, check=True)
     parsed = subprocess.run(["iez", "trace", "parse", str(traces), "--json", "--store", "--db", str(db),
                              "--out", str(tmp_path / "requests.csv")],
                             env=clean_env(), capture_output=True, text=True, check=True)
