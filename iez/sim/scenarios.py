@@ -7,6 +7,19 @@ utilisation means about 125 GB of the 150 GB were available). ``skewed-*``
 scenarios start from OSTs 20-80 % full. ``seq-*`` scenarios run jobs one after
 another, each allocation seeing the fill the earlier ones left. ``large-*``
 scenarios model a big machine.
+
+Families where placement decides the job's speed (issue 12), each with three
+seeded variants:
+
+- ``hetfill-*``: unequal fill: an empty OSS added to a file system 80-88 % full,
+  fill drawn from 5-90 %, one OST at 92-94 % among OSTs about a third full (an
+  even split runs it out of space);
+- ``hetbw-*``: unequal bandwidth: one slow OSS, a few congested OSTs;
+- ``few-files-*``: fewer files than OSTs;
+- ``bigstripe-*``: files whose stripes would pass Lustre's 4 GiB stripe-size
+  limit, so capped stripes wrap around their OSTs;
+- ``seq-skewed-100jobs-*``: 100 seeded jobs one after another on a skewed
+  file system (each job's I/O time and the fill spread after it are reported).
 """
 
 from __future__ import annotations
@@ -14,8 +27,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from iez.sim.cluster import GiB, ClusterSpec, FillProfile
-from iez.sim.workloads import GB, Job, hacc_io, interleave, ior
+from iez.sim.cluster import GiB, ClusterSpec, DescribedCluster, FillProfile
+from iez.sim.workloads import GB, Job, hacc_io, interleave, ior, job_sequence
 
 PAPER_FILL = FillProfile("random", 0.10, 0.22, seed=7)
 SKEWED_FILL = FillProfile("random", 0.20, 0.80, seed=11)
@@ -27,7 +40,7 @@ class Scenario:
 
     name: str
     description: str
-    cluster: ClusterSpec
+    cluster: ClusterSpec | DescribedCluster
     jobs: Callable[[], list[Job]]
     evaluate_over: str = "pool"  # "pool": every OST; "holding": OSTs holding the files (SSF)
     tags: tuple[str, ...] = field(default_factory=tuple)
@@ -81,6 +94,83 @@ def _scenarios() -> list[Scenario]:
                     ost_bandwidth=2 * GiB, oss_bandwidth=6 * GiB),
         lambda: [ior(20000, 20000 * 4 * GiB, 4, app="sim-fpp"), ior(2000, 2000 * 64 * GiB, 16, app="ckpt")],
         tags=("large",)))
+    out.extend(_placement_families())
+    return out
+
+
+def _placement_families() -> list[Scenario]:
+    """The scenario families of issue 12: where the choice of OSTs sets the job's I/O time."""
+    out: list[Scenario] = []
+    # An empty OSS joins a file system 80-88 % full (below the 95 % cap): the old OSTs still have room.
+    new_oss_jobs = ((lambda: [ior(32, 16 * GB, 4)], "IOR FPP, 32 processes writing 16 GB, stripe count 4"),
+                    (lambda: [hacc_io(32, 8)], "HACC-IO FPP, 32 processes, stripe count 8"),
+                    (lambda: [ior(64, 24 * GB, 1)], "IOR FPP, 64 processes writing 24 GB, stripe count 1"))
+    for v, (seed, (jobs, what)) in enumerate(zip((21, 22, 23), new_oss_jobs), start=1):
+        fill = FillProfile("random", 0.80, 0.88, seed, tuple((p, 0.0) for p in range(15, 20)))
+        out.append(Scenario(f"hetfill-new-oss-{v}", f"{what}; a new empty OSS (OSTs 16-20) beside three "
+                            "80-88 % full", ClusterSpec(4, 5, 10 * GiB, fill), jobs, tags=("hetfill",)))
+    wide_jobs = ((lambda: [ior(16, 24 * GB, 4)], "IOR FPP, 16 processes writing 24 GB, stripe count 4"),
+                 (lambda: [ior(32, 24 * GB, 8)], "IOR FPP, 32 processes writing 24 GB, stripe count 8"),
+                 (lambda: [hacc_io(16, 2)], "HACC-IO FPP, 16 processes, stripe count 2"))
+    for v, (seed, (jobs, what)) in enumerate(zip((31, 32, 33), wide_jobs), start=1):
+        out.append(Scenario(f"hetfill-wide-{v}", f"{what}; fill drawn from 5-90 %",
+                            ClusterSpec(3, 5, 10 * GiB, FillProfile("random", 0.05, 0.90, seed)), jobs,
+                            tags=("hetfill",)))
+    one_full_jobs = ((lambda: [ior(30, 30 * GiB, 1)], "IOR FPP, 30 files of 1 GiB, stripe count 1"),
+                     (lambda: [ior(15, 15 * 1536 << 20, 4)], "IOR FPP, 15 files of 1.5 GiB, stripe count 4"),
+                     (lambda: [ior(16, 24 * GiB, 8)], "IOR FPP, 16 files of 1.5 GiB, stripe count 8"))
+    for v, (seed, position, full, (jobs, what)) in enumerate(
+            zip((41, 42, 43), (6, 0, 12), (0.94, 0.93, 0.92), one_full_jobs), start=1):
+        fill = FillProfile("random", 0.30, 0.40, seed, ((position, full),))
+        out.append(Scenario(f"hetfill-one-full-{v}", f"{what}; OST {position + 1} {full:.0%} full among OSTs "
+                            "30-40 % full (an even split runs it out of space)",
+                            ClusterSpec(3, 5, 10 * GiB, fill), jobs, tags=("hetfill",)))
+    # Unequal bandwidth: one slow OSS; congested OSTs (load from other jobs, a share of their bandwidth).
+    slow_jobs = ((lambda: [ior(16, 32 * GB, 8)], "IOR FPP, 16 processes writing 32 GB, stripe count 8"),
+                 (lambda: [ior(64, 48 * GB, 4)], "IOR FPP, 64 processes writing 48 GB, stripe count 4"),
+                 (lambda: [hacc_io(32, 8)], "HACC-IO FPP, 32 processes, stripe count 8"))
+    for v, (seed, factor, (jobs, what)) in enumerate(
+            zip((51, 52, 53), ((1, 1, 1 / 3), (0.5, 1, 1), (1, 0.25, 1)), slow_jobs), start=1):
+        out.append(Scenario(f"hetbw-slow-oss-{v}", f"{what}; one OSS slower than the others",
+                            ClusterSpec(3, 5, 10 * GiB, FillProfile("random", 0.10, 0.22, seed),
+                                        oss_bandwidth_factor=factor), jobs, tags=("hetbw",)))
+    congested = (((2, 0.9), (7, 0.75), (11, 0.95)), ((0, 0.8), (1, 0.8), (2, 0.8), (3, 0.8)),
+                 ((4, 0.5), (9, 0.9), (13, 0.7), (14, 0.98)))
+    congested_jobs = ((lambda: [ior(16, 32 * GB, 8)], "IOR FPP, 16 processes writing 32 GB, stripe count 8"),
+                      (lambda: [ior(64, 48 * GB, 1)], "IOR FPP, 64 processes writing 48 GB, stripe count 1"),
+                      (lambda: [ior(1, 32 * GB, 8, mode="ssf")], "IOR SSF, one 32 GB file, stripe count 8"))
+    for v, (seed, loads, (jobs, what)) in enumerate(zip((61, 62, 63), congested, congested_jobs), start=1):
+        out.append(Scenario(f"hetbw-congested-{v}", f"{what}; some OSTs busy with other jobs",
+                            ClusterSpec(3, 5, 10 * GiB, FillProfile("random", 0.10, 0.22, seed),
+                                        ost_load_share=loads), jobs, tags=("hetbw",)))
+    # Fewer files than OSTs.
+    out.append(Scenario("few-files-4x1-15osts", "IOR FPP, 4 files of 4 GiB, stripe count 1, on 15 OSTs / 3 OSS",
+                        _paper(FillProfile("random", 0.10, 0.22, 71)), lambda: [ior(4, 16 * GiB, 1)],
+                        tags=("few-files",)))
+    out.append(Scenario("few-files-64x1-64osts", "IOR FPP, 64 files of 1 GiB, stripe count 1, on 64 OSTs "
+                        "55-85 % full", ClusterSpec(16, 4, 10 * GiB, FillProfile("random", 0.55, 0.85, 72)),
+                        lambda: [ior(64, 64 * GiB, 1)], tags=("few-files",)))
+    out.append(Scenario("few-files-3x4-15osts", "IOR FPP, 3 files of 6 GiB, stripe count 4, on 15 OSTs "
+                        "20-80 % full", _paper(FillProfile("random", 0.20, 0.80, 73)),
+                        lambda: [ior(3, 18 * GiB, 4)], tags=("few-files",)))
+    # Stripes past Lustre's 4 GiB - 64 KiB limit: the stripe size is capped and the file wraps around.
+    big = ClusterSpec(3, 5, 100 * GiB, FillProfile("random", 0.10, 0.40, 81))
+    out.append(Scenario("bigstripe-ssf-64g-sc8", "IOR SSF, one 64 GiB file at stripe count 8 (8 GiB stripes "
+                        "capped, wrapping around)", big, lambda: [ior(1, 64 * GiB, 8, mode="ssf")],
+                        evaluate_over="holding", tags=("bigstripe",)))
+    out.append(Scenario("bigstripe-ssf-160g-sc4", "IOR SSF, one 160 GiB file at stripe count 4 (40 GiB per "
+                        "object, about 10 rounds of capped stripes)",
+                        ClusterSpec(3, 5, 100 * GiB, FillProfile("random", 0.10, 0.40, 82)),
+                        lambda: [ior(1, 160 * GiB, 4, mode="ssf")], evaluate_over="holding", tags=("bigstripe",)))
+    out.append(Scenario("bigstripe-fpp-4x48g-sc2", "IOR FPP, 4 files of 48 GiB at stripe count 2 (24 GiB per "
+                        "object)", ClusterSpec(3, 5, 100 * GiB, FillProfile("random", 0.10, 0.40, 83)),
+                        lambda: [ior(4, 4 * 48 * GiB, 2)], tags=("bigstripe",)))
+    # 100 jobs one after another on a skewed file system.
+    for v, seed in enumerate((91, 92, 93), start=1):
+        out.append(Scenario(f"seq-skewed-100jobs-{v}", "100 seeded jobs one after another (IOR / HACC-IO FPP "
+                            "and shared files, stripe counts 1-8 and -1, 4-32 ranks of 64 MiB-2 GiB)",
+                            ClusterSpec(4, 6, 512 * GiB, FillProfile("random", 0.20, 0.80, seed)),
+                            lambda seed=seed: job_sequence(100, seed), tags=("sequence",)))
     return out
 
 
@@ -88,7 +178,8 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in _scenarios()}
 
 
 def resolve(names: str) -> list[Scenario]:
-    """Scenarios from a comma list; ``all`` means every one, ``paper`` / ``skewed`` a family."""
+    """Scenarios from a comma list; ``all`` means every one, a tag (``paper``, ``skewed``, ``hetfill``,
+    ``hetbw``, ``few-files``, ``bigstripe``, ``sequence``, ``large``) a family."""
     chosen: list[Scenario] = []
     for name in (n.strip() for n in names.split(",") if n.strip()):
         if name == "all":

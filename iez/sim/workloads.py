@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import json
+import random
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -78,12 +79,35 @@ def interleave(jobs: Sequence[Job], app: str = "concurrent") -> Job:
 _FIELDS = ("file", "write_bytes", "stripe_count")
 
 
+def job_sequence(count: int, seed: int, directory: str = "/lustre/scratch/seq") -> list[Job]:
+    """``count`` seeded jobs of mixed shapes (IOR and HACC-IO style FPP, shared files; stripe counts
+    1, 2, 4, 8 and -1; 4 to 32 ranks of 64 MiB to 2 GiB each), run one after another."""
+    rng = random.Random(seed)
+    jobs: list[Job] = []
+    for j in range(count):
+        app = f"job{j:03d}"
+        stripe_count = rng.choice((1, 1, 2, 4, 4, 8, -1))
+        ranks = rng.choice((4, 8, 16, 32))
+        per_rank = rng.choice((64, 128, 256, 512, 1024, 2048)) << 20
+        shape = rng.random()
+        where = f"{directory}/{app}"
+        if shape < 0.15:  # one shared file
+            jobs.append(ior(1, ranks * per_rank, stripe_count if stripe_count != 1 else 4, mode="ssf", app=app,
+                            directory=where))
+        elif shape < 0.45:
+            jobs.append(hacc_io(ranks, stripe_count, total_bytes=ranks * per_rank, app=app, directory=where))
+        else:
+            jobs.append(ior(ranks, ranks * per_rank, stripe_count, app=app, directory=where))
+    return jobs
+
+
 def load_requests(path: str | Path, app: str | None = None) -> list[Job]:
-    """Jobs from a CSV or JSON request list (columns ``app, file, write_bytes, stripe_count, rank``).
+    """Jobs from a CSV or JSON request list (columns ``app, file, write_bytes, stripe_count, rank, pool``).
 
     ``app`` is optional per row (defaults to ``app`` or the file stem); rows of one
-    app form one job, jobs in the order they first appear. Bad rows raise
-    :class:`ValueError` naming the file and row.
+    app form one job, jobs in the order they first appear. ``pool`` (optional)
+    restricts the file to that OST pool. Bad rows raise :class:`ValueError`
+    naming the file and row.
     """
     path = Path(path)
     text = path.read_text()
@@ -107,9 +131,13 @@ def load_requests(path: str | Path, app: str | None = None) -> list[Job]:
         if missing:
             raise ValueError(f"{where}: missing {', '.join(missing)}")
         name = str(row.get("app") or app or path.stem)
+        pool = row.get("pool")
+        if pool not in (None, "") and not isinstance(pool, str):
+            raise ValueError(f"{where}: pool must be a pool name, got {pool!r}")
         try:
             request = WriteRequest(name, str(row["file"]), int(row["write_bytes"]), int(row["stripe_count"]),
-                                   int(row.get("rank") if row.get("rank") not in (None, "") else 0))
+                                   int(row.get("rank") if row.get("rank") not in (None, "") else 0),
+                                   pool or None)
         except (TypeError, ValueError) as err:
             raise ValueError(f"{where}: {err}") from None
         jobs.setdefault(name, []).append(request)
