@@ -7,7 +7,7 @@ prints it), file sizes and stripe sizes in bytes. OST indices are Lustre's
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 #: Lustre's ``-1`` stripe count: stripe over every usable OST.
@@ -35,6 +35,9 @@ class OSS:
     mem_pct: float = 0.0
     bandwidth: float = DEFAULT_OSS_BANDWIDTH  # bytes/s over all its OSTs (network, CPU)
     domain: str = ""  # failure domain (rack, controller pair); the OSS itself when empty
+    # bytes/s its OSTs outside an allocator's view carry (another pool, OSTs taking no stripes): the
+    # server's bandwidth they use is not there for a job either (set by ClusterState.with_osts)
+    hidden_load: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("cpu_pct", "mem_pct"):
@@ -163,20 +166,34 @@ class ClusterState:
         return self.osses[ost.oss_id]
 
     def with_osts(self, osts: Sequence[OST]) -> "ClusterState":
-        """The same servers and settings over another OST list (a pool, the OSTs in a state)."""
-        return ClusterState(tuple(osts), self.osses, self.fill_cap)
+        """The same servers and settings over another OST list (a pool, the OSTs in a state); each
+        server keeps the load of the OSTs left out, since it shares the server's bandwidth."""
+        kept = {o.index for o in osts}
+        hidden: dict[str, float] = {}
+        for o in self.osts:
+            if o.index not in kept and o.load:
+                hidden[o.oss_id] = hidden.get(o.oss_id, 0.0) + o.load
+        osses = {k: replace(v, hidden_load=v.hidden_load + hidden[k]) if k in hidden else v
+                 for k, v in self.osses.items()}
+        return ClusterState(tuple(osts), osses, self.fill_cap)
 
 
-def oss_usable_bandwidth(cluster: "ClusterState", oss_id: str, cpu_weight: float = 0.0) -> float:
+def oss_usable_bandwidth(server: OSS, osts_load: float, cpu_weight: float = 0.0) -> float:
     """What a new job can get through one OSS: its bandwidth (less ``cpu_weight`` of it at 100 % CPU) less
-    the load its OSTs carry, never below a small share."""
-    server = cluster.osses[oss_id]
-    load = sum(o.load for o in cluster.osts if o.oss_id == oss_id)
+    the load its OSTs carry (``osts_load`` for those in view, plus its hidden load), never below a small share."""
     nominal = server.bandwidth * (1.0 - cpu_weight * server.cpu_pct / 100.0)
-    return max(nominal - load, server.bandwidth * MIN_BANDWIDTH_SHARE)
+    return max(nominal - osts_load - server.hidden_load, server.bandwidth * MIN_BANDWIDTH_SHARE)
 
 
-def io_time(cluster: "ClusterState", bytes_per_ost: dict[int, float]) -> float:
+def oss_loads(cluster: "ClusterState") -> dict[str, float]:
+    """Bytes/s each OSS's OSTs in view carry."""
+    load = {oss_id: 0.0 for oss_id in cluster.osses}
+    for o in cluster.osts:
+        load[o.oss_id] = load.get(o.oss_id, 0.0) + o.load
+    return load
+
+
+def io_time(cluster: "ClusterState", bytes_per_ost: dict[int, float], cpu_weight: float = 0.0) -> float:
     """A job's modelled I/O time (makespan): the slowest OST or OSS, each streaming the job's bytes at the
     bandwidth the job can get there."""
     worst = 0.0
@@ -185,8 +202,9 @@ def io_time(cluster: "ClusterState", bytes_per_ost: dict[int, float]) -> float:
         b = float(bytes_per_ost.get(ost.index, 0))
         worst = max(worst, b / ost.usable_bandwidth)
         per_oss[ost.oss_id] = per_oss.get(ost.oss_id, 0.0) + b
+    load = oss_loads(cluster)
     for oss_id, b in per_oss.items():
-        worst = max(worst, b / oss_usable_bandwidth(cluster, oss_id))
+        worst = max(worst, b / oss_usable_bandwidth(cluster.osses[oss_id], load[oss_id], cpu_weight))
     return worst
 
 

@@ -54,7 +54,7 @@ import numpy as np
 
 from iez.allocate.base import Policy, Refused
 from iez.allocate.lustre_rr import interleaved_order
-from iez.model import MIN_BANDWIDTH_SHARE, ClusterState, WriteRequest
+from iez.model import ClusterState, WriteRequest, oss_usable_bandwidth, raid0_bytes
 
 #: Above this many distinct object sizes in one batch, sizes are rounded onto a geometric grid.
 MAX_CLASSES = 256
@@ -92,11 +92,8 @@ class _Cluster:
         code = {oss: k for k, oss in enumerate(oss_ids)}
         self.oss = np.array([code[o.oss_id] for o in osts], dtype=np.int64)
         load = np.bincount(self.oss, weights=[o.load for o in osts], minlength=len(oss_ids))
-        self.oss_bw = np.empty(len(oss_ids))
-        for k, oss_id in enumerate(oss_ids):
-            server = cluster.osses[oss_id]
-            nominal = server.bandwidth * (1.0 - oss_load_weight * server.cpu_pct / 100.0)
-            self.oss_bw[k] = max(nominal - load[k], server.bandwidth * MIN_BANDWIDTH_SHARE)
+        self.oss_bw = np.array([oss_usable_bandwidth(cluster.osses[oss_id], float(load[k]), oss_load_weight)
+                                for k, oss_id in enumerate(oss_ids)])
         self.rank = oss_interleaved_rank(cluster)
         self.order = np.argsort(self.rank, kind="stable")
         self.placed = np.zeros(len(osts))  # bytes this batch put on each OST
@@ -229,6 +226,7 @@ class BandwidthPolicy(Policy):
         w = np.fromiter((r.write_bytes for r in requests), dtype=np.int64, count=len(requests))
         size = np.asarray(sizes, dtype=np.int64)
         count = np.asarray(counts, dtype=np.int64)
+        self._shapes = (w, size, count)
         full_rounds, rest = np.divmod(w, size * count)  # the fullest object: RAID-0 wrap-around included
         obj = np.maximum(full_rounds * size + np.minimum(size, rest), 1)  # an empty file still takes its objects
         if len(np.unique(obj)) > MAX_CLASSES:
@@ -259,12 +257,35 @@ class BandwidthPolicy(Policy):
         slots = np.maximum(room, 0) // b
         m = len(members)
         keep = _most_requests_that_fit(slots, m, c)
+        if keep:
+            self._place_whole_class(state, b, c, members[:keep], slots, out)
+        refused = []
         for i in members[keep:]:
-            fitting = int((slots >= 1).sum())
-            out[i] = Refused(f"not enough room under the {cap:.0%} fill cap: {fitting} OSTs can take another "
+            # A class sizes every object like the file's fullest one; objects of unequal size (a short
+            # last round, a wrapped file) may still fit one by one.
+            objects = raid0_bytes(*(int(a[i]) for a in self._shapes))
+            if len(set(objects)) > 1:
+                room = state.room - state.placed.astype(np.int64)
+                row = self._place_objects(state, objects, np.where(state.degraded, 0, room) if not allow_degraded
+                                          else room)
+                if row is not None:
+                    out[i] = row
+                    continue
+            refused.append(i)
+        if refused:
+            room = state.room - state.placed.astype(np.int64)
+            fitting = int((np.maximum(np.where(state.degraded, 0, room) if not allow_degraded else room, 0)
+                           // b >= 1).sum())
+            reason = Refused(f"not enough room under the {cap:.0%} fill cap: {fitting} OSTs can take another "
                              f"{b}-byte stripe object, the file needs {c}")
-        if keep == 0:
-            return members
+            for i in refused:
+                out[i] = reason
+        return refused
+
+    def _place_whole_class(self, state: _Cluster, b: int, c: int, members: list[int], slots: np.ndarray,
+                           out: list) -> None:
+        """``len(members)`` requests of ``c`` stripes of ``b`` bytes, known to fit in ``slots``."""
+        keep = len(members)
         need = keep * c
         box = np.minimum(slots, keep)
         fastest = state.fastest_time(float(b), box, need)
@@ -287,9 +308,32 @@ class BandwidthPolicy(Policy):
         rows = state.index[np.take_along_axis(rows, rotate, axis=1)]
         if c > 1 and (np.diff(np.sort(rows, axis=1), axis=1) == 0).any():
             raise AssertionError("iez: a file got the same OST twice")
-        for i, row in zip(members[:keep], map(tuple, rows.tolist())):
+        for i, row in zip(members, map(tuple, rows.tolist())):
             out[i] = row
-        return members[keep:]
+
+    def _place_objects(self, state: _Cluster, objects: list[int], room: np.ndarray) -> tuple[int, ...] | None:
+        """One file, object by object (largest first), each on the OST that finishes it soonest among those
+        with room and not yet holding the file: the sets of OSTs that fit shrink with the object, so this
+        finds a placement whenever one exists. ``None`` when it does not fit."""
+        count = len(objects)
+        free = room.copy()  # charged as objects are placed
+        chosen = np.full(count, -1, dtype=np.int64)
+        used = np.zeros(len(free), dtype=bool)
+        placed, oss_placed = state.placed.copy(), state.oss_placed.copy()
+        for pos in sorted(range(count), key=lambda k: -objects[k]):
+            b = max(objects[pos], 1)
+            ok = (~used) & (free >= b)
+            if not ok.any():
+                return None
+            finish = np.maximum((placed + b) / state.bw, (oss_placed[state.oss] + b) / state.oss_bw[state.oss])
+            pick = int(np.flatnonzero(ok)[np.argmin(finish[ok])])
+            chosen[pos] = pick
+            used[pick] = True
+            free[pick] -= b
+            placed[pick] += b
+            oss_placed[state.oss[pick]] += b
+        state.placed, state.oss_placed = placed, oss_placed
+        return tuple(state.index[chosen].tolist())
 
 
 def deal_to_requests(counts: np.ndarray, ost_order: np.ndarray, requests: int, stripe_count: int) -> np.ndarray:

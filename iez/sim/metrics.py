@@ -22,7 +22,7 @@ import heapq
 from dataclasses import dataclass
 import numpy as np
 
-from iez.model import ClusterState, oss_usable_bandwidth
+from iez.model import ClusterState, oss_loads, oss_usable_bandwidth
 
 #: How many distinct object sizes (largest first) the whole-object bounds look at.
 MAX_THRESHOLDS = 48
@@ -94,7 +94,9 @@ class Bandwidths:
         ids = list(dict.fromkeys(o.oss_id for o in osts))
         code = {oss: k for k, oss in enumerate(ids)}
         oss_code = np.array([code[o.oss_id] for o in osts], dtype=np.int64)
-        oss_bw = np.array([oss_usable_bandwidth(cluster, oss_id, oss_load_weight) for oss_id in ids], dtype=float)
+        load = oss_loads(cluster)
+        oss_bw = np.array([oss_usable_bandwidth(cluster.osses[oss_id], load[oss_id], oss_load_weight)
+                           for oss_id in ids], dtype=float)
         return cls(np.array([o.usable_bandwidth for o in osts], dtype=float), oss_code, oss_bw)
 
 
@@ -285,12 +287,15 @@ def _whole_piece_level(pieces: np.ndarray, live: np.ndarray) -> float:
 def window_bound(pieces: np.ndarray, avail: np.ndarray) -> float:
     """Bound for one file whose OSTCost is taken over the OSTs holding it (SSF).
 
-    The file's ``c`` stripes go to ``c`` distinct OSTs; for a fixed smallest
-    ``avail`` in the set, the best partners are the next larger ones, so the
-    optimum is a window of consecutive OSTs in order of available space.
+    The file's ``c`` stripes go to ``c`` distinct OSTs; with equal pieces, for a
+    fixed smallest ``avail`` in the set, the best partners are the next larger
+    ones, so the optimum is a window of consecutive OSTs in order of available
+    space. With unequal pieces (a short last round, a wrapped file) a piece can
+    pair with any OST and that argument fails, so only the trivial bound 1.0 is
+    claimed there.
     """
     c = len(pieces)
-    if c == 0:
+    if c == 0 or len(np.unique(pieces)) > 1:
         return 1.0
     order = np.sort(avail[avail > 0].astype(float))
     best = np.inf

@@ -20,10 +20,7 @@ CONTRACT_NAMES = ["paper-ior-fpp-sc8-8", "paper-ior-fpp-sc8-16", "paper-ior-fpp-
                   "paper-hacc-fpp-sc8-8", "paper-hacc-fpp-sc8-16", "paper-hacc-fpp-sc8-32",
                   "paper-ior-ssf-sc8-16", "paper-ior-ssf-sc8-32", "paper-concurrent"]
 #: Where the allocator does not (yet) meet issue 12's targets, and why (the simulator shows it).
-KNOWN = {
-    "paper-ior-ssf-sc8-32": "iez sizes every stripe object of a wrapped file as its fullest one and refuses a "
-                            "64 GB file that fits under the cap",
-}
+KNOWN: dict[str, str] = {}
 #: Where a baseline is faster only by writing past the fill cap that iez keeps (iez is at the bound there).
 CAP_BOUND = {"hetfill-new-oss-3"}
 
