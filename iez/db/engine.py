@@ -133,6 +133,15 @@ def engine_for(url: URL) -> Engine:
         return _engines[key]
 
 
+def dispose_engines() -> None:
+    """Close and forget every shared engine of this process (what its exit would do)."""
+    with _engines_lock:
+        engines = list(_engines.values())
+        _engines.clear()
+    for engine in engines:
+        engine.dispose()
+
+
 def _sqlite_rules(engine: Engine) -> None:
     @event.listens_for(engine, "do_connect")
     def _open_existing(_dialect, _record, cargs, cparams):

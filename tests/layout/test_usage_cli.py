@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from conftest import run_iez
+from conftest import iez_cli
 
 MIB = 1 << 20
 
@@ -24,7 +24,7 @@ def make(path, size: int, attr: str | None = None) -> str:
 def iez(tmp_path, *args):
     state = tmp_path / "state"
     state.mkdir(exist_ok=True)
-    return run_iez(*args, env={"IEZ_STATE_DIR": str(state), "IEZ_LAYOUT_XATTR": ""})
+    return iez_cli(*args, env={"IEZ_STATE_DIR": str(state), "IEZ_LAYOUT_XATTR": ""})
 
 
 def usage_json(tmp_path, *args) -> dict:

@@ -74,6 +74,8 @@ def test_agents_mds_and_db_on_an_emulated_cluster(tmp_path, mds_factory):
         # stale once three 1 s intervals pass without a message, found by the MDS's 1 s check
         silent = status["osses"]["stale_since"]["oss1"] - status["osses"]["last_seen"]["oss1"]
         assert 3.0 < silent <= 3.0 + 1.5
+        assert sorted(status["osses"]["fresh"]) == ["oss0", "oss2"]  # the others, still reporting, stay in
+        assert "oss1 missed 3 report intervals" in mds.log.read_text()
         agent = start_agent(root, 1, mds.endpoint)
         try:
             mds.wait(lambda s: sorted(s["osses"]["fresh"]) == ["oss0", "oss1", "oss2"], timeout=15, what="oss1 back")

@@ -137,41 +137,6 @@ def test_ten_thousand_bad_messages_leave_the_service_running_with_exact_counters
         pub.close()
 
 
-def test_an_oss_goes_stale_after_three_intervals_and_comes_back(tmp_path, mds_factory):
-    db = fresh_db("sqlite", tmp_path, "mdsstale")
-    mds = mds_factory(db).start()
-    pub = Publisher(mds.endpoint)
-    try:
-        seq = connect(mds, pub, oss="oss0", first_ost=0)
-        stop_b = threading.Event()
-
-        def agents():
-            s = seq
-            while not stop_b.is_set():
-                s += 1
-                pub.send(stats("oss0", s, 0))
-                time.sleep(0.3)
-
-        # oss0 keeps reporting; oss1 reports a few times then falls silent
-        thread = threading.Thread(target=agents, daemon=True)
-        thread.start()
-        for s in range(1, 4):
-            pub.send(stats("oss1", s, 5))
-            time.sleep(0.3)
-        mds.wait(lambda st: "oss1" in st["osses"]["fresh"], what="oss1 fresh")
-        status = mds.wait(lambda st: "oss1" in st["osses"]["stale"], timeout=15, what="oss1 stale")
-        silent = status["osses"]["stale_since"]["oss1"] - status["osses"]["last_seen"]["oss1"]
-        assert 3.0 < silent <= 3.0 + 1.5  # three 1 s intervals, found by the 1 s check
-        assert "oss0" in mds.status()["osses"]["fresh"]
-        pub.send(stats("oss1", 10, 5))
-        mds.wait(lambda st: "oss1" in st["osses"]["fresh"], timeout=5, what="oss1 fresh again")
-        stop_b.set()
-        thread.join()
-        assert "missed 3 report intervals" in mds.log.read_text()
-    finally:
-        pub.close()
-
-
 def test_mds_restart_loses_nothing(tmp_path, mds_factory):
     db = fresh_db("sqlite", tmp_path, "mdsrestart")
     mds = mds_factory(db, "--interval", "60").start()
@@ -180,9 +145,11 @@ def test_mds_restart_loses_nothing(tmp_path, mds_factory):
         connect(mds, pub, oss="oss0", first_ost=0)
         pub.send({**stats("oss0", 50, 0, interval=60.0)})
         pub.send({**stats("oss1", 50, 5, interval=60.0)})
-        mds.wait(lambda s: s["osts"] == 10 and s["messages"]["stored"] >= 3, what="stats")
+        mds.wait(lambda s: s["osts"] == 10, what="stats")
         add_requests(db, "first", 4)
-        mds.wait(lambda s: s["allocation"]["files"] == 4, what="first allocation")
+        # allocating stores the reports received so far first: no need to wait for the 5 s batch
+        status = mds.wait(lambda s: s["allocation"]["files"] == 4, what="first allocation")
+        assert status["messages"]["stored"] >= 3
     finally:
         pub.close()
     assert mds.stop() == 0

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import fresh_db, run_iez
+from conftest import fresh_db, iez_cli
 from iez.config import database_url
 from iez.db.engine import make_engine, read
 from iez.db.requests import app_summary
@@ -147,7 +147,7 @@ def test_read_only_logs(imported):
 
 
 def test_json_contract():
-    proc = run_iez("trace", "import-darshan", log("theta-imbalanced-io"), "--json")
+    proc = iez_cli("trace", "import-darshan", log("theta-imbalanced-io"), "--json")
     assert proc.returncode == 0, proc.stderr
     rows = json.loads(proc.stdout)
     assert isinstance(rows, list) and len(rows) == 13
@@ -157,12 +157,12 @@ def test_json_contract():
     assert shared == {"file": THETA_SHARED, "write_bytes": 52_938_395_468, "stripe_count": 1,
                       "stripe_size": MIB, "rank": -1, "ost_ids": [29]}
     assert "ran out of record memory" in proc.stderr  # the note goes to stderr, JSON stays clean
-    empty = run_iez("trace", "import-darshan", log("empty"), "--json")
+    empty = iez_cli("trace", "import-darshan", log("empty"), "--json")
     assert empty.returncode == 0 and json.loads(empty.stdout) == []
 
 
 def test_table_output():
-    proc = run_iez("trace", "import-darshan", log("e3sm-io-512ranks"))
+    proc = iez_cli("trace", "import-darshan", log("e3sm-io-512ranks"))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("2 write requests in ")
     assert "can_I_out_h0.nc" in proc.stdout and str(E3SM_H0_BYTES) in proc.stdout
@@ -188,7 +188,7 @@ def test_a_broken_log_is_refused_in_one_line(broken_logs, kind):
     with pytest.raises(ValueError, match="Darshan log|truncated or corrupt") as err:
         import_darshan(path)
     assert str(path) in str(err.value)
-    proc = run_iez("trace", "import-darshan", str(path), "--json")
+    proc = iez_cli("trace", "import-darshan", str(path), "--json")
     assert proc.returncode == 2
     assert proc.stdout == ""
     lines = proc.stderr.strip().splitlines()
@@ -197,13 +197,13 @@ def test_a_broken_log_is_refused_in_one_line(broken_logs, kind):
 
 
 def test_a_missing_log_is_refused(tmp_path):
-    proc = run_iez("trace", "import-darshan", str(tmp_path / "nope.darshan"))
+    proc = iez_cli("trace", "import-darshan", str(tmp_path / "nope.darshan"))
     assert proc.returncode == 2 and "nope.darshan" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_out_csv_replays_in_the_simulator(tmp_path):
     out = tmp_path / "e3sm.csv"
-    proc = run_iez("trace", "import-darshan", log("e3sm-io-512ranks"), "--out", str(out))
+    proc = iez_cli("trace", "import-darshan", log("e3sm-io-512ranks"), "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     with open(out, newline="") as f:
         rows = list(csv.DictReader(f))
@@ -211,7 +211,7 @@ def test_out_csv_replays_in_the_simulator(tmp_path):
         ("can_I_out_h0.nc", E3SM_H0_BYTES, 56, -1), ("can_I_out_h1.nc", 1_518_095_340, 56, -1)]
     (job,) = load_requests(out)
     assert len(job.requests) == 2
-    sim = run_iez("simulate", "--replay", str(out), "--oss", "4", "--osts-per-oss", "14", "--ost-size", "2T",
+    sim = iez_cli("simulate", "--replay", str(out), "--oss", "4", "--osts-per-oss", "14", "--ost-size", "2T",
                   "--policy", "iez,rr", "--json")
     assert sim.returncode == 0, sim.stderr
     results = json.loads(sim.stdout)
@@ -221,7 +221,7 @@ def test_out_csv_replays_in_the_simulator(tmp_path):
 
 def test_store(backend, tmp_path):
     db = fresh_db(backend, tmp_path, "darshan_store")
-    proc = run_iez("trace", "import-darshan", log("theta-imbalanced-io"), "--store", "--app", "theta",
+    proc = iez_cli("trace", "import-darshan", log("theta-imbalanced-io"), "--store", "--app", "theta",
                    "--db", db, "--json")
     assert proc.returncode == 0, proc.stderr
     assert len(json.loads(proc.stdout)) == 13
@@ -234,7 +234,7 @@ def test_store(backend, tmp_path):
         assert (shared["write_bytes"], shared["stripe_count"], shared["stripe_size"], shared["rank"]) == (
             52_938_395_468, 1, MIB, -1)
         assert stored["598080496"]["stripe_size"] is None  # no LUSTRE record
-        again = run_iez("trace", "import-darshan", log("theta-imbalanced-io"), "--store", "--app", "theta",
+        again = iez_cli("trace", "import-darshan", log("theta-imbalanced-io"), "--store", "--app", "theta",
                         "--db", db)
         assert again.returncode == 0, again.stderr
         assert len(read(engine, lambda conn: app_summary(conn, "theta"))["requests"]) == 13
@@ -244,7 +244,7 @@ def test_store(backend, tmp_path):
 
 def test_store_needs_an_app_and_db_needs_store(tmp_path):
     db = fresh_db("sqlite", tmp_path, "darshan_refusals")
-    no_app = run_iez("trace", "import-darshan", log("ior-posix-16ranks"), "--store", "--db", db)
+    no_app = iez_cli("trace", "import-darshan", log("ior-posix-16ranks"), "--store", "--db", db)
     assert no_app.returncode == 2 and "--store needs --app NAME" in no_app.stderr
-    stray = run_iez("trace", "import-darshan", log("ior-posix-16ranks"), "--db", db)
+    stray = iez_cli("trace", "import-darshan", log("ior-posix-16ranks"), "--db", db)
     assert stray.returncode == 2 and "--db and --app only apply with --store" in stray.stderr

@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 import pytest
 from sqlalchemy import select
 
-from conftest import fresh_db, run_iez
+from conftest import fresh_db, iez_cli
 from iez.config import database_url
 from iez.db.engine import make_engine, read
 from iez.db.models import Run
@@ -59,7 +59,7 @@ def ior_run(directory, job="77") -> None:
 
 
 def cli(*args):
-    return run_iez("trace", "parse", *args)
+    return iez_cli("trace", "parse", *args)
 
 
 # ---- merging rules -----------------------------------------------------------------------------------
