@@ -133,10 +133,11 @@ class RoundRobinPolicy(Policy):
     ) -> list[Sequence[int] | Refused]:
         free = {ost.index: ost.bytes_avail for ost in cluster.osts}
         out: list[Sequence[int] | Refused] = []
+        self._refresh_array(cluster)  # once per call: the OST set does not change within it
         for request, count, size in zip(requests, counts, sizes):
             saved = self.checkpoint()
             try:
-                out.append(self.place_file(cluster, request, count, size, free))
+                out.append(self._stripe(request, count, free))
             except AllocationError as err:
                 self.restore(saved)
                 out.append(Refused(err.reason))
@@ -150,11 +151,8 @@ class RoundRobinPolicy(Policy):
         self.cursor, rng_state = saved
         self._rng.setstate(rng_state)
 
-    def place_file(
-        self, cluster: ClusterState, request: WriteRequest, count: int, size: int, free: dict[int, int]
-    ) -> list[int]:
-        """Stripe one file from the RR array over OSTs that are not full; QoS uses it for its fallback."""
-        self._refresh_array(cluster)
+    def _stripe(self, request: WriteRequest, count: int, free: dict[int, int]) -> list[int]:
+        """Stripe one file from the RR array over OSTs that are not full."""
         self._advance_for_file(count)
         chosen = self._walk(count, free)
         if len(chosen) < count:
