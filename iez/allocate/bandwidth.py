@@ -99,15 +99,23 @@ class _Cluster:
         self.placed = np.zeros(len(osts))  # bytes this batch put on each OST
         self.oss_placed = np.zeros(len(oss_ids))
 
-    def units(self, level: float, base: np.ndarray, step: np.ndarray, cap: np.ndarray) -> np.ndarray:
-        """Stripe slots per OST whose cost ``base + k*step`` (k = 1, 2, ...) is at most ``level``."""
-        return self.units_at(level, base, step, cap)
+    def ost_slots(self, time: float, b: float, cap: np.ndarray) -> np.ndarray:
+        """Stripes of ``b`` bytes each OST can take (at most ``cap``) and still finish by ``time``."""
+        return self.units(time, self.placed / self.bw, b / self.bw, cap)
+
+    def oss_slots(self, time: float, b: float) -> np.ndarray:
+        """Stripes of ``b`` bytes each OSS can take and still finish by ``time``."""
+        return np.floor(np.maximum(time * self.oss_bw - self.oss_placed, 0.0) / b + _SLOT_TOL).astype(np.int64)
 
     def fits_by(self, time: float, b: float, cap: np.ndarray) -> int:
         """How many stripes of ``b`` bytes the OSTs and OSSs can take and still finish by ``time``."""
-        per_ost = self.units(time, self.placed / self.bw, b / self.bw, cap)
-        per_oss = np.floor(np.maximum(time * self.oss_bw - self.oss_placed, 0.0) / b + _SLOT_TOL)
-        return int(np.minimum(np.bincount(self.oss, weights=per_ost, minlength=len(self.oss_bw)), per_oss).sum())
+        per_ost = np.bincount(self.oss, weights=self.ost_slots(time, b, cap), minlength=len(self.oss_bw))
+        return int(np.minimum(per_ost, self.oss_slots(time, b)).sum())
+
+    def room_left(self, allow_degraded: bool) -> np.ndarray:
+        """Bytes each OST may still take under the cap (0 on degraded OSTs unless they are allowed)."""
+        room = self.room - self.placed.astype(np.int64)
+        return room if allow_degraded else np.where(self.degraded, 0, room)
 
     def fastest_time(self, b: float, cap: np.ndarray, need: int) -> float:
         """The least time by which ``need`` stripes of ``b`` bytes can be finished (``cap`` per OST)."""
@@ -153,12 +161,12 @@ class _Cluster:
             inner_hi = np.full(n_oss, hi)
             for _ in range(_BISECT_STEPS):
                 mid = (inner_lo + inner_hi) / 2
-                got = np.bincount(self.oss[on], weights=self.units_at(mid[self.oss[on]], base[on], step[on],
+                got = np.bincount(self.oss[on], weights=self.units(mid[self.oss[on]], base[on], step[on],
                                                                       cap[on]), minlength=n_oss)
                 enough = got >= oss_cap
                 inner_hi = np.where(enough, mid, inner_hi)
                 inner_lo = np.where(enough, inner_lo, mid)
-            y[on] = self.units_at(inner_hi[self.oss[on]], base[on], step[on], cap[on])
+            y[on] = self.units(inner_hi[self.oss[on]], base[on], step[on], cap[on])
             self._trim(y, base, step, tiebreak, on, np.bincount(self.oss, weights=y, minlength=n_oss) - oss_cap)
         excess = int(y.sum()) - need
         if excess > 0:
@@ -166,8 +174,9 @@ class _Cluster:
         return y
 
     @staticmethod
-    def units_at(levels, base, step, cap) -> np.ndarray:
-        """As :meth:`units` with one level per OST; costs equal to a level up to rounding count as within it."""
+    def units(levels, base, step, cap) -> np.ndarray:
+        """Slots per OST whose cost ``base + k*step`` (k = 1, 2, ...) is at most the level (one for all, or one
+        per OST); costs equal to a level up to rounding count as within it."""
         with np.errstate(over="ignore", invalid="ignore"):
             k = np.floor((levels - base) / step + _SLOT_TOL)
         return np.clip(np.nan_to_num(k, nan=0.0, posinf=0.0, neginf=0.0), 0, cap).astype(np.int64)
@@ -251,10 +260,7 @@ class BandwidthPolicy(Policy):
     def _place_class(self, state: _Cluster, b: int, c: int, members: list[int], out: list, allow_degraded: bool,
                      cap: float) -> list[int]:
         """Place one class; returns the members refused (their ``out`` entry says why)."""
-        room = state.room - state.placed.astype(np.int64)
-        if not allow_degraded:
-            room = np.where(state.degraded, 0, room)
-        slots = np.maximum(room, 0) // b
+        slots = np.maximum(state.room_left(allow_degraded), 0) // b
         m = len(members)
         keep = _most_requests_that_fit(slots, m, c)
         if keep:
@@ -265,17 +271,13 @@ class BandwidthPolicy(Policy):
             # last round, a wrapped file) may still fit one by one.
             objects = raid0_bytes(*(int(a[i]) for a in self._shapes))
             if len(set(objects)) > 1:
-                room = state.room - state.placed.astype(np.int64)
-                row = self._place_objects(state, objects, np.where(state.degraded, 0, room) if not allow_degraded
-                                          else room)
+                row = self._place_objects(state, objects, state.room_left(allow_degraded))
                 if row is not None:
                     out[i] = row
                     continue
             refused.append(i)
         if refused:
-            room = state.room - state.placed.astype(np.int64)
-            fitting = int((np.maximum(np.where(state.degraded, 0, room) if not allow_degraded else room, 0)
-                           // b >= 1).sum())
+            fitting = int((state.room_left(allow_degraded) >= b).sum())
             reason = Refused(f"not enough room under the {cap:.0%} fill cap: {fitting} OSTs can take another "
                              f"{b}-byte stripe object, the file needs {c}")
             for i in refused:
@@ -290,8 +292,8 @@ class BandwidthPolicy(Policy):
         box = np.minimum(slots, keep)
         fastest = state.fastest_time(float(b), box, need)
         allow = fastest * (1.0 + self.fill_weight) * (1 + 1e-12)
-        box = np.minimum(box, state.units(allow, state.placed / state.bw, b / state.bw, box))
-        oss_cap = np.floor(np.maximum(allow * state.oss_bw - state.oss_placed, 0.0) / b + _SLOT_TOL).astype(np.int64)
+        box = state.ost_slots(allow, b, box)
+        oss_cap = state.oss_slots(allow, b)
         fill_base = (state.used + state.placed) / state.total
         fill_step = b / state.total
         if self.fill_weight > 0:  # spend the time budget on evening out fill
