@@ -80,7 +80,8 @@ def rounded_object_bytes(b: np.ndarray) -> np.ndarray:
 class _Cluster:
     """The arrays one batch is solved over (one entry per candidate OST, in ``cluster.osts`` order)."""
 
-    def __init__(self, cluster: ClusterState, fill_cap: float, oss_load_weight: float):
+    def __init__(self, cluster: ClusterState, fill_cap: float, oss_load_weight: float,
+                 shapes: tuple[np.ndarray, np.ndarray, np.ndarray]):
         osts = cluster.osts
         self.index = np.array([o.index for o in osts], dtype=np.int64)
         self.bw = np.array([o.usable_bandwidth for o in osts], dtype=float)
@@ -96,6 +97,7 @@ class _Cluster:
                                 for k, oss_id in enumerate(oss_ids)])
         self.rank = oss_interleaved_rank(cluster)
         self.order = np.argsort(self.rank, kind="stable")
+        self.shapes = shapes  # write bytes, stripe size and count per request: for files placed object by object
         self.placed = np.zeros(len(osts))  # bytes this batch put on each OST
         self.oss_placed = np.zeros(len(oss_ids))
 
@@ -231,11 +233,10 @@ class BandwidthPolicy(Policy):
     def _place(self, cluster: ClusterState, requests: Sequence[WriteRequest], counts, sizes
                ) -> list[Sequence[int] | Refused]:
         cap = self.fill_cap if self.fill_cap is not None else cluster.fill_cap
-        state = _Cluster(cluster, cap, self.oss_load_weight)
         w = np.fromiter((r.write_bytes for r in requests), dtype=np.int64, count=len(requests))
         size = np.asarray(sizes, dtype=np.int64)
         count = np.asarray(counts, dtype=np.int64)
-        self._shapes = (w, size, count)
+        state = _Cluster(cluster, cap, self.oss_load_weight, (w, size, count))
         full_rounds, rest = np.divmod(w, size * count)  # the fullest object: RAID-0 wrap-around included
         obj = np.maximum(full_rounds * size + np.minimum(size, rest), 1)  # an empty file still takes its objects
         if len(np.unique(obj)) > MAX_CLASSES:
@@ -269,7 +270,7 @@ class BandwidthPolicy(Policy):
         for i in members[keep:]:
             # A class sizes every object like the file's fullest one; objects of unequal size (a short
             # last round, a wrapped file) may still fit one by one.
-            objects = raid0_bytes(*(int(a[i]) for a in self._shapes))
+            objects = raid0_bytes(*(int(a[i]) for a in state.shapes))
             if len(set(objects)) > 1:
                 row = self._place_objects(state, objects, state.room_left(allow_degraded))
                 if row is not None:

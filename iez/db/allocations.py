@@ -150,8 +150,9 @@ def store_placement(session: Session, pending: Sequence[WriteRequestRow], outcom
 
 
 def _object_sizes(write_bytes: int, allocation: Allocation) -> list[int]:
-    """What each stripe object will hold (RAID-0, wrap-around included); at least one stripe's worth is
-    reserved on each OST, so an empty or small file still counts against its OSTs."""
+    """What each stripe object will hold (RAID-0, wrap-around included), but at least the file's size up to
+    one stripe: an object a small file leaves short or empty is reserved as if it held that much, so
+    placements made before the next report never count on it staying small."""
     return [max(b, min(allocation.stripe_size, write_bytes)) for b in
             raid0_bytes(write_bytes, allocation.stripe_size, allocation.stripe_count)]
 
