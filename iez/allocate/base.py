@@ -52,10 +52,6 @@ class Placement:
         return [o for o in self.outcomes if isinstance(o, Allocation)]
 
     @property
-    def placed(self) -> list[tuple[WriteRequest, Allocation]]:
-        return [(r, o) for r, o in zip(self.requests, self.outcomes) if isinstance(o, Allocation)]
-
-    @property
     def refused(self) -> list[tuple[WriteRequest, str]]:
         return [(r, o.reason) for r, o in zip(self.requests, self.outcomes) if isinstance(o, Refused)]
 
@@ -91,9 +87,8 @@ class Policy(ABC):
     def allocate(self, cluster: ClusterState, requests: Sequence[WriteRequest]) -> list[Allocation]:
         """Layouts for ``requests`` in their order; raises :class:`AllocationError` for the first refused file."""
         placement = self.place(cluster, requests)
-        for request, outcome in zip(placement.requests, placement.outcomes):
-            if isinstance(outcome, Refused):
-                raise AllocationError(request, outcome.reason)
+        if placement.refused:
+            raise AllocationError(*placement.refused[0])
         return placement.allocations
 
     def place(self, cluster: ClusterState, requests: Sequence[WriteRequest]) -> Placement:
