@@ -105,6 +105,134 @@ class OST:
         return max(0, min(self.bytes_avail, int(fill_cap * self.bytes_total) - used))
 
 
+#: Lustre's ``-1`` extent end: the component runs to the end of the file.
+EOF_END = -1
+#: Lustre pool names: at most LOV_MAXPOOLNAME (15) characters; ``fs.name`` is the same pool as ``name``.
+POOL_NAME_MAX = 15
+
+
+def check_pool_name(name: str, where: str) -> str:
+    """``name`` if it can be a Lustre pool name, else :class:`ValueError` naming ``where``."""
+    if not isinstance(name, str) or not name or len(name) > POOL_NAME_MAX or not all(
+            c.isascii() and (c.isalnum() or c in "_-") for c in name):
+        raise ValueError(f"{where}: pool {name!r} is not a Lustre pool name (1 to {POOL_NAME_MAX} letters, "
+                         "digits, '_' or '-')")
+    return name
+
+
+@dataclass(frozen=True)
+class Component:
+    """One extent of a composite (PFL) layout: bytes ``[start, end)`` striped over their own OSTs.
+
+    The same type describes a *template* (a directory's default, what a request
+    carries: no ``osts``) and a *placed* component (``osts`` chosen by iez for an
+    extent the file's predicted size reaches; an extent it does not reach keeps
+    no OSTs and Lustre chooses them if the file ever grows there). ``dom`` is a
+    Data-on-MDT component (``lfs setstripe -L mdt``): it lives on the MDT and
+    never has OSTs. ``overstriping`` lets one OST hold several of the
+    component's stripes (``lfs setstripe -C``), and only then.
+    """
+
+    start: int
+    end: int  # EOF_END: to the end of the file
+    stripe_count: int  # ALL_OSTS: every OST of the pool; 0 for a Data-on-MDT component
+    stripe_size: int | None = None  # None in a template: iez chooses (paper Method II)
+    pool: str | None = None
+    osts: tuple[int, ...] = ()
+    dom: bool = False
+    overstriping: bool = False
+
+    def __post_init__(self) -> None:
+        where = f"component [{self.start}, {'EOF' if self.end == EOF_END else self.end})"
+        if self.start < 0:
+            raise ValueError(f"{where}: start must not be negative")
+        if self.end != EOF_END and self.end <= self.start:
+            raise ValueError(f"{where}: end must be above start (or -1 for the end of the file)")
+        if self.stripe_size is not None and self.stripe_size <= 0:
+            raise ValueError(f"{where}: stripe_size={self.stripe_size} must be positive")
+        if self.pool is not None:
+            check_pool_name(self.pool, where)
+        if self.dom:
+            if self.osts or self.stripe_count not in (0, 1):
+                raise ValueError(f"{where}: a Data-on-MDT component has no OSTs")
+            if self.start != 0:
+                raise ValueError(f"{where}: only the first component can be Data-on-MDT")
+        elif self.stripe_count == 0 or self.stripe_count < ALL_OSTS:
+            raise ValueError(f"{where}: stripe_count={self.stripe_count} must be >= 1 or -1 (all OSTs)")
+        if self.osts:
+            if len(self.osts) != self.stripe_count:
+                raise ValueError(f"{where}: stripe_count={self.stripe_count} but {len(self.osts)} OSTs")
+            if any(o < 0 for o in self.osts):
+                raise ValueError(f"{where}: OST indices must not be negative")
+            if not self.overstriping and len(set(self.osts)) != len(self.osts):
+                raise ValueError(f"{where}: an OST appears twice without overstriping")
+            if self.stripe_size is None:
+                raise ValueError(f"{where}: a placed component needs its stripe_size")
+
+    @property
+    def placed(self) -> bool:
+        return bool(self.osts)
+
+    def reached(self, file_bytes: int) -> bool:
+        """Whether a file of ``file_bytes`` writes into this extent (Lustre instantiates it)."""
+        return self.start == 0 or file_bytes > self.start
+
+    def bytes_in(self, file_bytes: int) -> int:
+        """Bytes of a ``file_bytes`` file that fall in this extent."""
+        end = file_bytes if self.end == EOF_END else min(self.end, file_bytes)
+        return max(0, end - self.start)
+
+    def template(self) -> "Component":
+        """The component without its OST choice (what a directory default says)."""
+        return replace(self, osts=())
+
+
+def check_components(components: Sequence[Component], where: str) -> tuple[Component, ...]:
+    """``components`` as a tuple if they form one composite layout (the first starts at 0, each starts where
+    the previous ended, only the last may run to EOF), else :class:`ValueError` naming ``where``."""
+    out = tuple(components)
+    if not out:
+        raise ValueError(f"{where}: a composite layout needs at least one component")
+    if out[0].start != 0:
+        raise ValueError(f"{where}: the first component must start at 0, not {out[0].start}")
+    for before, after in zip(out, out[1:]):
+        if before.end == EOF_END:
+            raise ValueError(f"{where}: a component follows one that runs to the end of the file")
+        if after.start != before.end:
+            raise ValueError(f"{where}: a component starts at {after.start}, where the one before ends at "
+                             f"{before.end}")
+    return out
+
+
+def template_from_extents(ends: Sequence[tuple[int, int, int | None, str | None]]) -> tuple[Component, ...]:
+    """A template from the contract's ``(end, stripe_count, stripe_size, pool)`` list (starts implied)."""
+    out, start = [], 0
+    for end, count, size, pool in ends:
+        out.append(Component(start, end, count, size, pool))
+        start = end
+    return tuple(out)
+
+
+def component_stripe_bytes(component: Component, file_bytes: int) -> list[int]:
+    """Bytes each stripe object of a placed ``component`` holds for a file of ``file_bytes``.
+
+    Lustre stripes by the file offset: byte ``x`` of the extent is in stripe
+    ``(x // stripe_size) % stripe_count`` (extents are stripe-size aligned, so
+    this is also RAID-0 from the extent's start when it is a multiple of a round).
+    """
+    count, size = len(component.osts), component.stripe_size or 0
+    out = [0] * count
+    length = component.bytes_in(file_bytes)
+    if not count or not length:
+        return out
+    first_unit = component.start // size
+    skew = first_unit % count  # the stripe the extent's first unit lands on
+    per_stripe = raid0_bytes(length, size, count)
+    for i, b in enumerate(per_stripe):
+        out[(i + skew) % count] += b
+    return out
+
+
 @dataclass(frozen=True)
 class WriteRequest:
     """One file an application will write (a row of the paper's Table I)."""
@@ -115,8 +243,16 @@ class WriteRequest:
     stripe_count: int
     rank: int = 0
     pool: str | None = None
+    #: The file's PFL template (its directory's default): iez chooses each reached component's OSTs.
+    components: tuple[Component, ...] = ()
+    #: A stripe size the file's policy fixes (Lustre's default layout); None: iez chooses (paper Method II).
+    stripe_size: int | None = None
 
     def __post_init__(self) -> None:
+        if self.pool is not None:
+            check_pool_name(self.pool, self.file)
+        if self.components:
+            object.__setattr__(self, "components", check_components(self.components, self.file))
         if self.write_bytes < 0:
             raise ValueError(f"{self.file}: write_bytes={self.write_bytes} is negative")
         if self.stripe_count == 0 or self.stripe_count < ALL_OSTS:
@@ -125,16 +261,35 @@ class WriteRequest:
 
 @dataclass(frozen=True)
 class Allocation:
-    """The layout chosen for one file: stripe ``i`` goes to ``osts[i]``."""
+    """The layout chosen for one file: stripe ``i`` goes to ``osts[i]``.
+
+    A composite allocation also lists its ``components`` (each reached one with
+    its OSTs); ``osts`` is then every placed component's OSTs in order and
+    ``stripe_size`` the first placed component's. ``note`` says what the policy
+    had to give up (a degraded OST used because nothing else fitted).
+    """
 
     file: str
     stripe_size: int
     osts: tuple[int, ...]
     policy: str = ""
+    pool: str | None = None
+    components: tuple[Component, ...] = ()
+    note: str = ""
 
     @property
     def stripe_count(self) -> int:
         return len(self.osts)
+
+    def stripe_bytes(self, file_bytes: int) -> list[tuple[int, int]]:
+        """``(OST, bytes)`` per stripe object for a file of ``file_bytes`` (components included)."""
+        if not self.components:
+            return list(zip(self.osts, raid0_bytes(file_bytes, self.stripe_size, len(self.osts))))
+        out: list[tuple[int, int]] = []
+        for component in self.components:
+            if component.osts:
+                out.extend(zip(component.osts, component_stripe_bytes(component, file_bytes)))
+        return out
 
 
 @dataclass(frozen=True)

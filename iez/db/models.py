@@ -131,6 +131,11 @@ class WriteRequestRow(Base):
     updated: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)
     # Why the last allocation pass could not place this file (None once placed, or never tried).
     refusal: Mapped[str | None] = mapped_column(String(512))
+    # Lustre's policy for the file (migration 0005): its pool, its PFL template (JSON list of components), and
+    # the canonical text of its directory's default layout when learnt ('' none, NULL unknown).
+    pool: Mapped[str | None] = mapped_column(String(32))
+    components: Mapped[str | None] = mapped_column(Text)
+    default_layout: Mapped[str | None] = mapped_column(Text)
 
     app: Mapped[Application] = relationship(back_populates="requests")
 
@@ -156,6 +161,11 @@ class AllocationRow(Base):
     policy: Mapped[str] = mapped_column(String(32))
     state: Mapped[str] = mapped_column(String(16), default=PLANNED)
     created: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)
+    # Layout text (placement_lib/README.md, version 2) for a layout with a pool or components; NULL when plain.
+    pool: Mapped[str | None] = mapped_column(String(32))
+    layout: Mapped[str | None] = mapped_column(Text)
+    # The directory default the request was learnt under: the library applies only while the directory still has it.
+    default_layout: Mapped[str | None] = mapped_column(Text)
 
     reservations: Mapped[list["Reservation"]] = relationship(
         back_populates="allocation", cascade="all, delete-orphan", passive_deletes=True
@@ -207,6 +217,10 @@ class OstRow(Base):
     read_bytes: Mapped[int | None] = mapped_column(BigInteger)
     write_bytes: Mapped[int | None] = mapped_column(BigInteger)
     sample_time: Mapped[datetime] = mapped_column(Timestamp)
+    # Lustre's policy for the OST (migration 0005): its state, pools (space-separated) and reserved space.
+    state: Mapped[str] = mapped_column(String(16), default="active", server_default="active")
+    pools: Mapped[str | None] = mapped_column(Text)
+    reserved_kbytes: Mapped[int | None] = mapped_column(BigInteger)
 
 
 class OssStat(Base):

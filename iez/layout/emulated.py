@@ -5,6 +5,18 @@ have applied, as one line of text (placement_lib/README.md, "Formats")::
 
     version=1 stripe_size=1048576 stripe_count=3 osts=3,7,11
 
+or, for a layout with a pool or components (PFL), version 2: one ``comp=``
+field per component, ``START:END:STRIPE_SIZE:STRIPE_COUNT:OSTS`` then optional
+``:pool=NAME`` and ``:overstripe``, where ``END`` is ``eof`` for the end of the
+file, ``STRIPE_SIZE`` is ``-`` when a template leaves it to iez, ``OSTS`` is
+``3,7,11``, ``-`` (not chosen: Lustre chooses when the file reaches the extent)
+or ``mdt`` (Data-on-MDT, stripe count 0)::
+
+    version=2 comp=0:1048576:1048576:0:mdt comp=1048576:eof:1048576:4:1,2,5,6:pool=flash
+
+A directory's *default layout* (an emulated ``lfs setstripe DIR``) is the same
+attribute on the directory, usually a template (``OSTS`` all ``-``).
+
 in the extended attribute ``user.iez.layout`` (``IEZ_LAYOUT_XATTR`` renames
 it), or, where user attributes are refused, as a line of the sidecar log
 ``$IEZ_STATE_DIR/layouts.log``: the text, a TAB, the absolute path with ``\\``,
@@ -29,9 +41,12 @@ from pathlib import Path
 
 from iez.config import Settings
 from iez.layout.model import Layout, lexical_abspath
+from iez.model import ALL_OSTS, EOF_END, Component, check_pool_name
 
 DEFAULT_XATTR = "user.iez.layout"
 VERSION = 1
+VERSION_COMPOSITE = 2
+FORMAT_V2 = "version=2 comp=START:END:STRIPE_SIZE:STRIPE_COUNT:OSTS[:pool=NAME][:overstripe] ..."
 SIDECAR_NAME = "layouts.log"
 FORMAT = "version=1 stripe_size=BYTES stripe_count=N osts=I,J,..."
 _KEYS = ("version", "stripe_size", "stripe_count", "osts")
@@ -51,8 +66,88 @@ def xattr_name(env: dict[str, str] | None = None) -> str:
 
 
 def format_attr(layout: Layout) -> str:
-    return (f"version={VERSION} stripe_size={layout.stripe_size} stripe_count={layout.stripe_count} "
-            f"osts={','.join(str(o) for o in layout.osts)}")
+    """Version 1 for a plain layout without a pool (what older readers know), version 2 otherwise."""
+    if not layout.components and not layout.pool:
+        return (f"version={VERSION} stripe_size={layout.stripe_size} stripe_count={layout.stripe_count} "
+                f"osts={','.join(str(o) for o in layout.osts)}")
+    return format_components(layout.as_components())
+
+
+def format_component(c: Component) -> str:
+    end = "eof" if c.end == EOF_END else str(c.end)
+    size = "-" if c.stripe_size is None else str(c.stripe_size)
+    osts = "mdt" if c.dom else (",".join(str(o) for o in c.osts) if c.osts else "-")
+    text = f"comp={c.start}:{end}:{size}:{0 if c.dom else c.stripe_count}:{osts}"
+    if c.pool:
+        text += f":pool={c.pool}"
+    if c.overstriping:
+        text += ":overstripe"
+    return text
+
+
+def format_components(components: tuple[Component, ...] | list[Component]) -> str:
+    """Version-2 text of a composite layout or template (each component carries its own pool)."""
+    return " ".join([f"version={VERSION_COMPOSITE}"] + [format_component(c) for c in components])
+
+
+def canonical_template(layout: Layout | None) -> str:
+    """The text the library compares a directory's default with: its template in version 2, ``""`` for none.
+
+    OST choices (``lfs setstripe -i``) are left out: a template says how files
+    are striped, not where.
+    """
+    if layout is None:
+        return ""
+    return format_components(layout.template())
+
+
+def _parse_v2(fields: list[str], bad) -> Layout:
+    pool: str | None = None
+    comps: list[Component] = []
+    for field in fields[1:]:
+        key, sep, value = field.partition("=")
+        if key == "pool" and sep and not comps:
+            try:
+                pool = check_pool_name(value, "layout")
+            except ValueError as err:
+                raise bad(str(err)) from None
+            continue
+        if key != "comp" or not sep:
+            raise bad(f"field {field!r}: expected comp=START:END:STRIPE_SIZE:STRIPE_COUNT:OSTS")
+        parts = value.split(":")
+        if len(parts) < 5:
+            raise bad(f"{field!r}: expected START:END:STRIPE_SIZE:STRIPE_COUNT:OSTS")
+        start, end, size, count, osts = parts[:5]
+        comp_pool, over = pool, False
+        for extra in parts[5:]:
+            if extra == "overstripe":
+                over = True
+            elif extra.startswith("pool="):
+                comp_pool = extra[5:]
+            else:
+                raise bad(f"{field!r}: unknown flag {extra!r} (pool=NAME or overstripe)")
+        numbers = [start, count] + ([] if end == "eof" else [end]) + ([] if size == "-" else [size])
+        if not all(_INT.fullmatch(n) for n in numbers):
+            raise bad(f"{field!r}: START, END, STRIPE_SIZE and STRIPE_COUNT must be whole numbers "
+                      "(END may be eof, STRIPE_SIZE -)")
+        dom = osts == "mdt"
+        if dom or osts == "-":
+            ost_list: tuple[int, ...] = ()
+        else:
+            if not all(_INT.fullmatch(p) and not p.startswith("-") for p in osts.split(",")):
+                raise bad(f"{field!r}: OSTS must be comma-separated OST indices, - or mdt")
+            ost_list = tuple(int(p) for p in osts.split(","))
+        try:
+            comps.append(Component(int(start), EOF_END if end == "eof" else int(end), int(count),
+                                   None if size == "-" else int(size), comp_pool, ost_list, dom, over))
+        except ValueError as err:
+            raise bad(str(err)) from None
+    if not comps:
+        raise bad(f"no component; expected {FORMAT_V2!r}")
+    try:
+        return Layout.from_components(comps)
+    except ValueError as err:
+        raise bad(str(err)) from None
 
 
 def parse_attr(text: str | bytes, where: str) -> Layout:
@@ -68,6 +163,8 @@ def parse_attr(text: str | bytes, where: str) -> Layout:
         return ValueError(f"{where}: layout attribute {shown!r}: {reason}")
 
     fields = text.split(" ")
+    if fields[0] == f"version={VERSION_COMPOSITE}":
+        return _parse_v2(fields, bad)
     pairs = [field.partition("=") for field in fields]
     if len(fields) != len(_KEYS) or [key for key, _, _ in pairs] != list(_KEYS) or any(not s for _, s, _ in pairs):
         raise bad(f"expected {FORMAT!r}")
@@ -77,7 +174,7 @@ def parse_attr(text: str | bytes, where: str) -> Layout:
             raise bad(f"{key}={values[key]!r} is not a whole number")
     version, stripe_size, stripe_count = (int(values[k]) for k in ("version", "stripe_size", "stripe_count"))
     if version != VERSION:
-        raise bad(f"unknown layout version {version} (this iez reads version {VERSION})")
+        raise bad(f"unknown layout version {version} (this iez reads versions {VERSION} and {VERSION_COMPOSITE})")
     if stripe_size <= 0:
         raise bad(f"stripe_size={stripe_size} must be positive")
     parts = values["osts"].split(",")

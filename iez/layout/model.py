@@ -1,21 +1,163 @@
-"""A file's RAID-0 layout, as both the emulation and Lustre describe it."""
+"""A file's layout, as both the emulation and Lustre describe it: plain RAID-0 or composite (PFL)."""
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Any, Sequence
+
+from iez.model import ALL_OSTS, EOF_END, Component, check_components, check_pool_name
 
 
 @dataclass(frozen=True)
 class Layout:
-    """Stripe ``i`` of the file lives on OST ``osts[i]``."""
+    """Stripe ``i`` of the file lives on OST ``osts[i]``.
+
+    A composite layout (or a directory's default, a *template*) lists its
+    ``components``; ``osts`` is then every placed component's OSTs in order
+    and ``stripe_size`` the first placed component's (0 when none is placed).
+    ``pool`` is the pool of a plain layout, or the one every component shares.
+    """
 
     stripe_size: int
     osts: tuple[int, ...]
+    pool: str | None = None
+    components: tuple[Component, ...] = ()
 
     @property
     def stripe_count(self) -> int:
         return len(self.osts)
+
+    @property
+    def composite(self) -> bool:
+        return bool(self.components)
+
+    @classmethod
+    def from_components(cls, components: Sequence[Component], where: str = "layout") -> "Layout":
+        comps = check_components(components, where)
+        placed = [c for c in comps if c.osts]
+        pools = {c.pool for c in comps}
+        return cls(placed[0].stripe_size or 0 if placed else 0, tuple(o for c in placed for o in c.osts),
+                   pools.pop() if len(pools) == 1 else None, comps)
+
+    def as_components(self) -> tuple[Component, ...]:
+        """The layout as components: a plain layout is one component over the whole file."""
+        if self.components:
+            return self.components
+        return (Component(0, EOF_END, len(self.osts), self.stripe_size, self.pool, self.osts),)
+
+    def template(self) -> tuple[Component, ...]:
+        """What a directory default says (or a file's layout without its OST choice)."""
+        return tuple(c.template() for c in self.as_components())
+
+    def to_json(self) -> dict[str, Any]:
+        """The contract's form: ``stripe_size``, ``stripe_count``, ``osts``, and ``pool``/``components`` when set."""
+        out: dict[str, Any] = {"stripe_size": self.stripe_size, "stripe_count": self.stripe_count,
+                               "osts": list(self.osts)}
+        if self.pool:
+            out["pool"] = self.pool
+        if self.components:
+            out["components"] = [component_json(c) for c in self.components]
+        return out
+
+
+def component_json(c: Component) -> dict[str, Any]:
+    """``{start, end, stripe_size, stripe_count, osts}`` and ``pool``/``pattern``/``overstriping`` when set."""
+    out: dict[str, Any] = {"start": c.start, "end": c.end, "stripe_size": c.stripe_size,
+                           "stripe_count": c.stripe_count, "osts": list(c.osts)}
+    if c.pool:
+        out["pool"] = c.pool
+    if c.dom:
+        out["pattern"] = "mdt"
+    if c.overstriping:
+        out["overstriping"] = True
+    return out
+
+
+def _int(value: Any, where: str, name: str, low: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{where}: {name} must be a whole number, not {value!r}")
+    if low is not None and value < low:
+        raise ValueError(f"{where}: {name}={value} must be at least {low}")
+    return value
+
+
+def component_from_json(item: Any, start: int, where: str, placed: bool) -> Component:
+    """One component of the contract's JSON. ``start`` is implied when absent (a template lists only ends);
+    ``placed`` components carry ``osts``."""
+    if not isinstance(item, dict):
+        raise ValueError(f"{where}: a component must be an object with end and stripe_count")
+    known = {"start", "end", "stripe_size", "stripe_count", "osts", "pool", "pattern", "overstriping"}
+    unknown = sorted(set(item) - known)
+    if unknown:
+        raise ValueError(f"{where}: unknown component field {unknown[0]!r} (known: {', '.join(sorted(known))})")
+    if "end" not in item:
+        raise ValueError(f"{where}: a component needs its end (bytes, or -1 for the end of the file)")
+    begin = _int(item.get("start", start), where, "start", 0)
+    if begin != start:
+        raise ValueError(f"{where}: start={begin} but the component before ends at {start}")
+    end = _int(item["end"], where, "end", -1)
+    dom = item.get("pattern") in ("mdt", "dom")
+    if "pattern" in item and not dom and item["pattern"] not in ("raid0", None):
+        raise ValueError(f"{where}: pattern {item['pattern']!r} is not 'raid0' or 'mdt' (Data-on-MDT)")
+    osts = item.get("osts", [])
+    if not isinstance(osts, list):
+        raise ValueError(f"{where}: osts must be a list of OST indices")
+    osts = tuple(_int(o, where, "an OST index", 0) for o in osts)
+    count = item.get("stripe_count", 0 if dom else (len(osts) if osts else None))
+    if count is None:
+        raise ValueError(f"{where}: a component needs its stripe_count")
+    size = item.get("stripe_size")
+    size = None if size is None else _int(size, where, "stripe_size", 1)
+    pool = item.get("pool")
+    if pool is not None:
+        check_pool_name(pool, where)
+    over = item.get("overstriping", False)
+    if not isinstance(over, bool):
+        raise ValueError(f"{where}: overstriping must be true or false")
+    return Component(begin, end, _int(count, where, "stripe_count", ALL_OSTS), size, pool, osts, dom, over)
+
+
+def components_from_json(items: Any, where: str, placed: bool = False) -> tuple[Component, ...]:
+    """A template (``placed=False``: requests, ``set-default``) or a layout's components from JSON."""
+    if not isinstance(items, list) or not items:
+        raise ValueError(f"{where}: components must be a non-empty list")
+    out, start = [], 0
+    for n, item in enumerate(items):
+        if start == EOF_END:
+            raise ValueError(f"{where}: component {n} follows one that runs to the end of the file (end -1)")
+        try:
+            comp = component_from_json(item, start, f"{where}: component {n}", placed)
+        except ValueError as err:
+            raise ValueError(str(err)) from None
+        out.append(comp)
+        if comp.end == EOF_END:
+            start = -1
+        else:
+            start = comp.end
+    return check_components(out, where)
+
+
+def layout_from_json(data: Any, where: str) -> Layout:
+    """A layout from ``{"components": [...], "pool": NAME}`` or ``{"stripe_size", "osts", "pool"}``."""
+    if not isinstance(data, dict):
+        raise ValueError(f"{where}: a layout must be a JSON object")
+    pool = data.get("pool")
+    if pool is not None:
+        check_pool_name(pool, where)
+    if "components" in data:
+        comps = components_from_json(data["components"], where, placed=True)
+        if pool:
+            comps = tuple(c if c.pool else Component(c.start, c.end, c.stripe_count, c.stripe_size, pool, c.osts,
+                                                     c.dom, c.overstriping) for c in comps)
+        return Layout.from_components(comps, where)
+    if "osts" not in data or "stripe_size" not in data:
+        raise ValueError(f"{where}: a layout needs components, or stripe_size and osts")
+    comp = component_from_json({"end": -1, **{k: v for k, v in data.items() if k != "stripe_count"}}, 0, where,
+                               placed=True)
+    if not comp.osts:
+        raise ValueError(f"{where}: osts must list at least one OST")
+    return Layout(comp.stripe_size or 0, comp.osts, pool)
 
 
 def lexical_abspath(path: str) -> str:
