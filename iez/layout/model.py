@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -169,3 +170,43 @@ def lexical_abspath(path: str) -> str:
     """
     out = os.path.abspath(os.fsdecode(path))
     return "/" + out.lstrip("/") if out.startswith("//") else out
+
+
+def request_policy(pool: Any, components: Any, where: str) -> tuple[str | None, tuple[Component, ...]]:
+    """A request's ``pool`` and ``components`` (PFL template) from a JSON object's values or a CSV row's text.
+
+    ``components`` may be a list (JSON) or its JSON text (a CSV cell); empty or
+    None means none. Errors name ``where``.
+    """
+    if pool in (None, ""):
+        pool = None
+    else:
+        check_pool_name(pool, where)
+    if components in (None, "", []):
+        return pool, ()
+    if isinstance(components, str):
+        try:
+            components = json.loads(components)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{where}: components is not valid JSON ({err.msg} at character {err.pos})") from None
+    return pool, components_from_json(components, f"{where}: components")
+
+
+def components_text(components: Sequence[Component]) -> str:
+    """The JSON text a CSV cell or a DB column holds for a template (``""`` for none): the contract's form,
+    ``end``/``stripe_count`` always, the rest when set."""
+    if not components:
+        return ""
+    out = []
+    for c in components:
+        item: dict[str, Any] = {"end": c.end, "stripe_count": c.stripe_count}
+        if c.stripe_size is not None:
+            item["stripe_size"] = c.stripe_size
+        if c.pool:
+            item["pool"] = c.pool
+        if c.dom:
+            item["pattern"] = "mdt"
+        if c.overstriping:
+            item["overstriping"] = True
+        out.append(item)
+    return json.dumps(out, separators=(",", ":"))
