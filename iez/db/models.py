@@ -166,6 +166,8 @@ class AllocationRow(Base):
     layout: Mapped[str | None] = mapped_column(Text)
     # The directory default the request was learnt under: the library applies only while the directory still has it.
     default_layout: Mapped[str | None] = mapped_column(Text)
+    # What the policy had to give up for this file (a degraded OST used because nothing else fitted).
+    note: Mapped[str | None] = mapped_column(String(512))
 
     reservations: Mapped[list["Reservation"]] = relationship(
         back_populates="allocation", cascade="all, delete-orphan", passive_deletes=True

@@ -11,7 +11,9 @@
 - ``allocations``: ``pool``, ``layout`` (the layout text of
   placement_lib/README.md, version 2, for layouts with a pool or components;
   NULL for a plain layout) and ``default_layout`` copied from the request: the
-  library compares it with the directory's current default before it applies.
+  library compares it with the directory's current default before it applies;
+  ``note`` says what the policy had to give up (a degraded OST used because
+  nothing else fitted).
 - The ``placements`` view the library queries gains ``layout`` and ``default_layout``.
 
 Revision ID: 0005
@@ -50,13 +52,14 @@ def upgrade() -> None:
         batch.add_column(sa.Column("pool", sa.String(32), nullable=True))
         batch.add_column(sa.Column("layout", sa.Text(), nullable=True))
         batch.add_column(sa.Column("default_layout", sa.Text(), nullable=True))
+        batch.add_column(sa.Column("note", sa.String(512), nullable=True))
     op.execute(_VIEW_V2)
 
 
 def downgrade() -> None:
     op.execute("DROP VIEW placements")
     with op.batch_alter_table("allocations") as batch:
-        for column in ("default_layout", "layout", "pool"):
+        for column in ("note", "default_layout", "layout", "pool"):
             batch.drop_column(column)
     with op.batch_alter_table("write_requests") as batch:
         for column in ("default_layout", "components", "pool"):
