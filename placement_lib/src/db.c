@@ -80,6 +80,38 @@ int iez_parse_mysql_url(const char *url, struct iez_mysql_url *u)
     return 0;
 }
 
+int iez_db_row(const char *abspath, long long stripe_size, int stripe_count, const char *osts, const char *layout,
+               const char *default_layout, struct iez_alloc *out)
+{
+    out->has_default = default_layout != NULL;
+    out->default_layout[0] = '\0';
+    if (default_layout) {
+        size_t n = strlen(default_layout);
+        if (n >= sizeof out->default_layout) {
+            iez_debug("the DB row for %s is malformed (default_layout of %zu bytes)", abspath, n);
+            return IEZ_LOOKUP_ERROR;
+        }
+        memcpy(out->default_layout, default_layout, n + 1);
+    }
+    struct iez_layout *l = &out->layout;
+    if (layout) {
+        /* a layout with a pool or components: the version-2 text is the whole truth */
+        if (iez_layout_parse(layout, strlen(layout), l) == 0)
+            return IEZ_LOOKUP_FOUND;
+        iez_debug("the DB row for %s is malformed (layout '%.200s')", abspath, layout);
+        return IEZ_LOOKUP_ERROR;
+    }
+    l->ncomps = l->nosts = 0;
+    l->stripe_size = stripe_size > 0 ? (uint64_t)stripe_size : 0;
+    l->stripe_count = stripe_count;
+    if (stripe_size > 0 && stripe_count >= 1 && stripe_count <= IEZ_MAX_STRIPES && osts &&
+        iez_layout_parse_osts(osts, l) == 0)
+        return IEZ_LOOKUP_FOUND;
+    iez_debug("the DB row for %s is malformed (stripe_size %lld, stripe_count %d, osts '%.200s')", abspath,
+              stripe_size, stripe_count, osts ? osts : "");
+    return IEZ_LOOKUP_ERROR;
+}
+
 static const struct iez_backend *choose(const struct iez_config *c)
 {
     return iez_db_is_mysql(c->db) ? &iez_mariadb_backend : &iez_sqlite_backend;
@@ -100,7 +132,7 @@ int iez_db_is_mysql(const char *db)
     return !strncmp(rest, "://", 3);
 }
 
-int iez_db_lookup(const char *abspath, struct iez_layout *out)
+int iez_db_lookup(const char *abspath, struct iez_alloc *out)
 {
     const struct iez_config *c = iez_cfg();
     if (__atomic_load_n(&disabled, __ATOMIC_RELAXED))

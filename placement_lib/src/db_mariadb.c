@@ -91,16 +91,16 @@ static void *mdb_connect(const struct iez_config *cfg, double deadline)
     return ok ? m : NULL;
 }
 
-static int mdb_lookup(void *arg, const char *abspath, struct iez_layout *out, double deadline)
+static int mdb_lookup(void *arg, const char *abspath, struct iez_alloc *out, double deadline)
 {
     MYSQL *m = arg;
     size_t plen = strlen(abspath);
-    char *query = malloc(2 * plen + 128);
+    char *query = malloc(2 * plen + 256);
     if (!query)
         return IEZ_LOOKUP_ERROR;
-    int n = snprintf(query, 2 * plen + 128, "SELECT stripe_size, stripe_count, osts FROM placements WHERE path = '");
+    int n = snprintf(query, 2 * plen + 256, "%s'", IEZ_PLACEMENTS_QUERY);
     n += (int)mysql_real_escape_string(m, query + n, abspath, (unsigned long)plen);
-    n += snprintf(query + n, 2 * plen + 128 - (size_t)n, "' LIMIT 1");
+    n += snprintf(query + n, 2 * plen + 256 - (size_t)n, "' LIMIT 1");
 
     int result = IEZ_LOOKUP_ERROR, err = 0;
     MYSQL_RES *res = NULL;
@@ -131,12 +131,7 @@ static int mdb_lookup(void *arg, const char *abspath, struct iez_layout *out, do
     } else {
         long long size = row[0] ? strtoll(row[0], NULL, 10) : 0;
         int count = row[1] ? atoi(row[1]) : 0;
-        out->stripe_size = size > 0 ? (uint64_t)size : 0;
-        out->stripe_count = count;
-        if (size > 0 && count >= 1 && count <= IEZ_MAX_STRIPES && row[2] && iez_layout_parse_osts(row[2], out) == 0)
-            result = IEZ_LOOKUP_FOUND;
-        else
-            iez_debug("the DB row for %s is malformed", abspath);
+        result = iez_db_row(abspath, size, count, row[2], row[3], row[4], out);
     }
     mysql_free_result(res);
 done:

@@ -30,7 +30,7 @@ static void *sqlite_connect(const struct iez_config *cfg, double deadline)
         sqlite3_busy_timeout(c->db, cfg->timeout_ms);
         sqlite3_progress_handler(c->db, 200, past_deadline, c);
         rc = sqlite3_prepare_v2(c->db,
-                                "SELECT stripe_size, stripe_count, osts FROM placements WHERE path = ?1 LIMIT 1",
+                                IEZ_PLACEMENTS_QUERY "?1 LIMIT 1",
                                 -1, &c->stmt, NULL);
     }
     iez_busy--;
@@ -45,7 +45,12 @@ static void *sqlite_connect(const struct iez_config *cfg, double deadline)
     return c;
 }
 
-static int sqlite_lookup(void *arg, const char *abspath, struct iez_layout *out, double deadline)
+static const char *column_text(sqlite3_stmt *stmt, int i)
+{
+    return sqlite3_column_type(stmt, i) == SQLITE_NULL ? NULL : (const char *)sqlite3_column_text(stmt, i);
+}
+
+static int sqlite_lookup(void *arg, const char *abspath, struct iez_alloc *out, double deadline)
 {
     struct sqlite_conn *c = arg;
     c->deadline = deadline;
@@ -55,17 +60,8 @@ static int sqlite_lookup(void *arg, const char *abspath, struct iez_layout *out,
     sqlite3_bind_text(c->stmt, 1, abspath, -1, SQLITE_TRANSIENT);
     int rc = sqlite3_step(c->stmt);
     if (rc == SQLITE_ROW) {
-        sqlite3_int64 size = sqlite3_column_int64(c->stmt, 0);
-        int count = sqlite3_column_int(c->stmt, 1);
-        const unsigned char *osts = sqlite3_column_text(c->stmt, 2);
-        out->stripe_size = size > 0 ? (uint64_t)size : 0;
-        out->stripe_count = count;
-        if (size > 0 && count >= 1 && count <= IEZ_MAX_STRIPES && osts &&
-            iez_layout_parse_osts((const char *)osts, out) == 0)
-            result = IEZ_LOOKUP_FOUND;
-        else
-            iez_debug("the DB row for %s is malformed (stripe_size %lld, stripe_count %d, osts '%s')", abspath,
-                      (long long)size, count, osts ? (const char *)osts : "");
+        result = iez_db_row(abspath, sqlite3_column_int64(c->stmt, 0), sqlite3_column_int(c->stmt, 1),
+                            column_text(c->stmt, 2), column_text(c->stmt, 3), column_text(c->stmt, 4), out);
     } else if (rc == SQLITE_DONE) {
         result = IEZ_LOOKUP_MISSING;
     } else {

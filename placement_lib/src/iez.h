@@ -78,29 +78,90 @@ void iez_normalise(char *path);
 int iez_has_prefix(const char *path, const char *prefix);
 
 /* ---- layouts (layout.c) ------------------------------------------------ */
+#define IEZ_MAX_COMPS 64          /* components of one composite layout iez reads or applies */
+#define IEZ_EOF UINT64_MAX        /* a component's end: the end of the file (Lustre's LUSTRE_EOF) */
+#define IEZ_POOL_MAX 15           /* LOV_MAXPOOLNAME */
+#define IEZ_TEMPLATE_MAX 8192     /* a canonical template (no OSTs) or a learnt default_layout */
+
+/* One extent of a composite (PFL) layout, or of a template (no OSTs chosen). */
+struct iez_comp {
+    uint64_t start, end;          /* [start, end); end IEZ_EOF: to the end of the file */
+    uint64_t stripe_size;         /* 0: left open ("-") */
+    int stripe_count;             /* -1: every OST; 0 for Data-on-MDT */
+    int nosts;                    /* 0: not chosen ("-", Lustre chooses), else stripe_count */
+    int first_ost;                /* where its OSTs start in iez_layout.osts */
+    char pool[IEZ_POOL_MAX + 1];  /* "" when none */
+    unsigned char dom, overstripe;
+};
+
+/* A layout: plain (ncomps 0: the version-1 text, no pool) or composite
+ * (ncomps >= 1: the version-2 text, each component with its own pool). A
+ * composite layout's osts hold every component's OSTs in order, and
+ * stripe_size/stripe_count its first placed component's. */
 struct iez_layout {
     uint64_t stripe_size;
     int stripe_count;
+    int ncomps;
+    int nosts;                    /* composite: OSTs used in osts */
+    struct iez_comp comps[IEZ_MAX_COMPS];
     uint32_t osts[IEZ_MAX_STRIPES];
 };
-/* "version=1 stripe_size=... stripe_count=... osts=a,b,c"; length or -1. */
+/* Version 1 for a plain layout, version 2 otherwise (README "Formats"); length or -1. */
 int iez_layout_format(const struct iez_layout *l, char *out, size_t outlen);
+/* Version 2 whatever the layout (the trace's layout column); length or -1. */
+int iez_layout_format_v2(const struct iez_layout *l, char *out, size_t outlen);
+/* The canonical template: version 2 with every component's OSTS "-"; length or -1. */
+int iez_layout_template(const struct iez_layout *l, char *out, size_t outlen);
+/* A buffer size that holds any of the three texts of l. */
+size_t iez_layout_text_cap(const struct iez_layout *l);
+/* Parses version-1 or version-2 text (len bytes, no NUL needed) exactly as
+ * iez.layout.emulated.parse_attr does; 0, or -1 for text it would refuse. */
+int iez_layout_parse(const char *text, size_t len, struct iez_layout *l);
 /* Parses the DB's "3 7 11" OST text into l; 0 on success. */
 int iez_layout_parse_osts(const char *text, struct iez_layout *l);
 int iez_sidecar_append(const char *attr_text, const char *abspath);
 int iez_make_dirs(const char *dir);
 size_t iez_escape_path(const char *path, char *out, size_t outlen);
+/* The directory holding abspath (lexically); 0 on success. */
+int iez_parent_dir(const char *abspath, char *out, size_t outlen);
+/* Canonical template text of the default layout of the directory holding
+ * abspath, "" when it has none: the emulated attribute, or get-stripe on
+ * Lustre. 0 on success; -1 when it cannot be read (errno set); -2 when the
+ * directory has a default iez cannot read (malformed text, an unknown Lustre
+ * layout). */
+int iez_dir_default_template(const char *abspath, int lustre, char *out, size_t outlen);
 
 /* ---- Lustre (lustre.c) ------------------------------------------------- */
 int iez_is_lustre_dir(const char *abspath_of_file);
-/* Fills buf with a lov_user_md_v3 (LOV_USER_MAGIC_SPECIFIC); size or -1. */
+/* Size of the LL_IOC_LOV_SETSTRIPE buffer for l, or -1 when l cannot be expressed. */
+long iez_lustre_lum_size(const struct iez_layout *l);
+/* Fills buf with what LL_IOC_LOV_SETSTRIPE takes for l: a lov_user_md_v3
+ * (plain, or one component over the whole file) or a lov_comp_md_v1 with one
+ * lov_user_md_v3 per component; its size, or -1. */
 long iez_lustre_build_lum(const struct iez_layout *l, void *buf, size_t buflen);
 int iez_lustre_setstripe(int fd, const struct iez_layout *l);
-int iez_lustre_getstripe(int fd, int *stripe_count, uint64_t *stripe_size);
+/* The layout in a buffer LL_IOC_LOV_GETSTRIPE filled (len bytes): 0, or -1
+ * for what the text cannot say (foreign, self-extending, unknown magic).
+ * with_osts 0 (a directory's default) reads no OST objects. */
+int iez_lustre_parse_lum(const void *buf, size_t len, struct iez_layout *l, int with_osts);
+/* LL_IOC_LOV_GETSTRIPE on fd (a file, or a directory for its default) into l:
+ * 0; -1 with errno (ENODATA: no layout / no default); -2 when unreadable. */
+int iez_lustre_getlayout(int fd, struct iez_layout *l, int with_osts);
 
 /* ---- interaction DB (db.c, db_sqlite.c, db_mariadb.c) ------------------ */
+/* One row of the placements view. */
+struct iez_alloc {
+    struct iez_layout layout;     /* the layout column when not NULL, else stripe_size/stripe_count/osts */
+    int has_default;              /* default_layout is not NULL: compare before applying */
+    char default_layout[IEZ_TEMPLATE_MAX];
+};
 enum { IEZ_LOOKUP_ERROR = -1, IEZ_LOOKUP_MISSING = 0, IEZ_LOOKUP_FOUND = 1 };
-int iez_db_lookup(const char *abspath, struct iez_layout *out);
+int iez_db_lookup(const char *abspath, struct iez_alloc *out);
+/* Fills out from a row's columns (NULL for SQL NULL); FOUND or ERROR (malformed, says why). */
+int iez_db_row(const char *abspath, long long stripe_size, int stripe_count, const char *osts, const char *layout,
+               const char *default_layout, struct iez_alloc *out);
+#define IEZ_PLACEMENTS_QUERY \
+    "SELECT stripe_size, stripe_count, osts, layout, default_layout FROM placements WHERE path = "
 void iez_db_atfork_prepare(void);
 void iez_db_atfork_parent(void);
 void iez_db_atfork_child(void);
@@ -115,7 +176,7 @@ int iez_db_is_mysql(const char *db);
 struct iez_backend {
     const char *name;
     void *(*connect)(const struct iez_config *cfg, double deadline);
-    int (*lookup)(void *conn, const char *abspath, struct iez_layout *out, double deadline);
+    int (*lookup)(void *conn, const char *abspath, struct iez_alloc *out, double deadline);
     void (*abandon)(void *conn); /* child after fork: forget without closing */
 };
 extern const struct iez_backend iez_sqlite_backend;
@@ -140,6 +201,7 @@ void iez_place_undo(int dirfd, const char *path, const struct iez_created *c);
 void iez_count_hit(void);
 void iez_count_miss(void);
 void iez_count_error(void);
+void iez_count_skip(void); /* the directory's default is not the learnt one: plain call */
 void iez_report_flush(void); /* at exit: counts file, and the trace in trace mode */
 void iez_report_before_exec(void); /* exec replaces the process: write what it has now */
 void iez_report_exec_failed(void); /* ... and start afresh if the exec did not happen */

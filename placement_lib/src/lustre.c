@@ -1,6 +1,9 @@
-/* Applying a layout on a real Lustre client: LL_IOC_LOV_SETSTRIPE on a file
+/* Layouts on a real Lustre client. Applying: LL_IOC_LOV_SETSTRIPE on a file
  * opened with O_LOV_DELAY_CREATE, with LOV_USER_MAGIC_SPECIFIC so Lustre takes
- * the exact OST list instead of choosing its own. */
+ * the exact OST list instead of choosing its own (per component of a
+ * composite layout). Reading: LL_IOC_LOV_GETSTRIPE on a file (its layout, for
+ * traces) or on a directory (its default, for the skip check). All buffers
+ * are built and read with memcpy: the structures are packed. */
 #include "iez.h"
 #include "lustre.h"
 
@@ -29,38 +32,147 @@ int iez_is_lustre_dir(const char *abspath_of_file)
     return (unsigned long)fs.f_type == (unsigned long)IEZ_LL_SUPER_MAGIC;
 }
 
+/* ---- LL_IOC_LOV_SETSTRIPE --------------------------------------------- */
+
+/* Bytes of a component's lov_user_md_v3: the header, and one lov_user_ost_data_v1 per chosen OST. */
+static size_t sub_size(const struct iez_comp *c)
+{
+    return sizeof(struct iez_lov_user_md_v3) + (size_t)(c->dom ? 0 : c->nosts) * sizeof(struct iez_lov_user_ost_data_v1);
+}
+
+/* Whether Lustre's fields can hold c: stripe sizes in 32 bits and in 64 KiB units, counts in 16. */
+static int comp_fits(const struct iez_comp *c, const uint32_t *osts)
+{
+    uint64_t size = c->dom && c->stripe_size == 0 ? c->end : c->stripe_size;
+    if (size > 0xffffffffULL || size % IEZ_LOV_MIN_STRIPE_SIZE != 0)
+        return 0;
+    if (c->dom)
+        return size != 0; /* Data-on-MDT: its stripe size is its extent, which must end */
+    if (c->stripe_count == 0 || c->stripe_count < -1 || c->stripe_count >= IEZ_LOV_ALL_STRIPES)
+        return 0;
+    if (c->nosts)
+        return size != 0 && c->nosts == c->stripe_count && c->nosts <= IEZ_LOV_MAX_STRIPE_COUNT &&
+               osts[c->first_ost] < IEZ_LOV_OFFSET_DEFAULT;
+    return 1;
+}
+
+/* One component's lov_user_md_v3 at `at` (sub_size bytes, zeroed): LOV_USER_MAGIC_SPECIFIC with the
+ * OSTs iez chose, else LOV_USER_MAGIC_V3 with stripe offset -1 so that Lustre chooses when it
+ * instantiates the component; the pool name in both; the Data-on-MDT pattern with no objects. */
+static void fill_sub(unsigned char *at, const struct iez_comp *c, const uint32_t *osts)
+{
+    struct iez_lov_user_md_v3 lum;
+    memset(&lum, 0, sizeof lum);
+    lum.lmm_magic = c->nosts && !c->dom ? IEZ_LOV_USER_MAGIC_SPECIFIC : IEZ_LOV_USER_MAGIC_V3;
+    lum.lmm_stripe_offset = IEZ_LOV_OFFSET_DEFAULT;
+    if (c->dom) {
+        lum.lmm_pattern = IEZ_LOV_PATTERN_MDT;
+        lum.lmm_stripe_size = (uint32_t)(c->stripe_size ? c->stripe_size : c->end);
+        lum.lmm_stripe_count = 0;
+        /* no pool: a pool names OSTs, and this component lives on the MDT */
+    } else {
+        lum.lmm_pattern = IEZ_LOV_PATTERN_RAID0 | (c->overstripe ? IEZ_LOV_PATTERN_OVERSTRIPING : 0);
+        lum.lmm_stripe_size = (uint32_t)c->stripe_size;
+        lum.lmm_stripe_count = c->stripe_count == -1 ? IEZ_LOV_ALL_STRIPES : (uint16_t)c->stripe_count;
+        if (c->nosts)
+            lum.lmm_stripe_offset = (uint16_t)osts[c->first_ost];
+        memcpy(lum.lmm_pool_name, c->pool, strnlen(c->pool, IEZ_LOV_MAXPOOLNAME));
+    }
+    memcpy(at, &lum, sizeof lum);
+    if (c->dom)
+        return;
+    for (int i = 0; i < c->nosts; i++) {
+        struct iez_lov_user_ost_data_v1 obj;
+        memset(&obj, 0, sizeof obj);
+        obj.l_ost_idx = osts[c->first_ost + i];
+        memcpy(at + sizeof lum + (size_t)i * sizeof obj, &obj, sizeof obj);
+    }
+}
+
+/* A plain layout as the one component it is; also what a composite layout of one
+ * component over the whole file is applied as (lfs setstripe without -E). */
+static int as_whole(const struct iez_layout *l, struct iez_comp *whole)
+{
+    if (l->ncomps == 0) {
+        if (l->stripe_count < 1 || l->stripe_size == 0)
+            return 0;
+        memset(whole, 0, sizeof *whole);
+        whole->end = IEZ_EOF;
+        whole->stripe_size = l->stripe_size;
+        whole->stripe_count = whole->nosts = l->stripe_count;
+        return 1;
+    }
+    if (l->ncomps == 1 && l->comps[0].start == 0 && l->comps[0].end == IEZ_EOF && !l->comps[0].dom) {
+        *whole = l->comps[0];
+        return 1;
+    }
+    return 0;
+}
+
+long iez_lustre_lum_size(const struct iez_layout *l)
+{
+    struct iez_comp whole;
+    if (as_whole(l, &whole))
+        return comp_fits(&whole, l->osts) ? (long)sub_size(&whole) : -1;
+    if (l->ncomps < 1 || l->ncomps > IEZ_MAX_COMPS)
+        return -1;
+    size_t size = sizeof(struct iez_lov_comp_md_v1) + (size_t)l->ncomps * sizeof(struct iez_lov_comp_md_entry_v1);
+    for (int i = 0; i < l->ncomps; i++) {
+        if (!comp_fits(&l->comps[i], l->osts))
+            return -1;
+        size += sub_size(&l->comps[i]);
+    }
+    return (long)size;
+}
+
 long iez_lustre_build_lum(const struct iez_layout *l, void *buf, size_t buflen)
 {
-    if (l->stripe_count < 1 || l->stripe_count > IEZ_LOV_MAX_STRIPE_COUNT || l->stripe_size == 0 ||
-        l->stripe_size > 0xffffffffULL || l->stripe_size % 65536 != 0)
+    long need = iez_lustre_lum_size(l);
+    if (need < 0 || buflen < (size_t)need)
         return -1;
-    size_t need = sizeof(struct iez_lov_user_md_v3) +
-                  (size_t)l->stripe_count * sizeof(struct iez_lov_user_ost_data_v1);
-    if (buflen < need)
-        return -1;
-    memset(buf, 0, need);
-    struct iez_lov_user_md_v3 *lum = buf;
-    lum->lmm_magic = IEZ_LOV_USER_MAGIC_SPECIFIC;
-    lum->lmm_pattern = IEZ_LOV_PATTERN_RAID0;
-    lum->lmm_stripe_size = (uint32_t)l->stripe_size;
-    lum->lmm_stripe_count = (uint16_t)l->stripe_count;
-    lum->lmm_stripe_offset = (uint16_t)l->osts[0];
-    for (int i = 0; i < l->stripe_count; i++)
-        lum->lmm_objects[i].l_ost_idx = l->osts[i];
-    return (long)need;
+    unsigned char *out = buf;
+    memset(out, 0, (size_t)need);
+    struct iez_comp whole;
+    if (as_whole(l, &whole)) {
+        fill_sub(out, &whole, l->osts);
+        return need;
+    }
+    struct iez_lov_comp_md_v1 head;
+    memset(&head, 0, sizeof head);
+    head.lcm_magic = IEZ_LOV_USER_MAGIC_COMP_V1;
+    head.lcm_size = (uint32_t)need;
+    head.lcm_entry_count = (uint16_t)l->ncomps;
+    memcpy(out, &head, sizeof head);
+    size_t offset = sizeof head + (size_t)l->ncomps * sizeof(struct iez_lov_comp_md_entry_v1);
+    for (int i = 0; i < l->ncomps; i++) {
+        const struct iez_comp *c = &l->comps[i];
+        struct iez_lov_comp_md_entry_v1 e;
+        memset(&e, 0, sizeof e); /* id 0: Lustre numbers the components; no flags */
+        e.lcme_extent.e_start = c->start;
+        e.lcme_extent.e_end = c->end == IEZ_EOF ? IEZ_LUSTRE_EOF : c->end;
+        e.lcme_offset = (uint32_t)offset;
+        e.lcme_size = (uint32_t)sub_size(c);
+        memcpy(out + sizeof head + (size_t)i * sizeof e, &e, sizeof e);
+        fill_sub(out + offset, c, l->osts);
+        offset += e.lcme_size;
+    }
+    return need;
 }
 
 int iez_lustre_setstripe(int fd, const struct iez_layout *l)
 {
-    size_t len = sizeof(struct iez_lov_user_md_v3) +
-                 (size_t)l->stripe_count * sizeof(struct iez_lov_user_ost_data_v1);
-    void *buf = malloc(len);
+    long len = iez_lustre_lum_size(l);
+    if (len < 0) {
+        errno = EINVAL;
+        return -1;
+    }
+    void *buf = malloc((size_t)len);
     if (!buf) {
         errno = ENOMEM;
         return -1;
     }
     int rc = -1;
-    if (iez_lustre_build_lum(l, buf, len) > 0)
+    if (iez_lustre_build_lum(l, buf, (size_t)len) > 0)
         rc = ioctl(fd, IEZ_LL_IOC_LOV_SETSTRIPE, buf);
     else
         errno = EINVAL;
@@ -68,22 +180,164 @@ int iez_lustre_setstripe(int fd, const struct iez_layout *l)
     return rc;
 }
 
-int iez_lustre_getstripe(int fd, int *stripe_count, uint64_t *stripe_size)
+/* ---- LL_IOC_LOV_GETSTRIPE --------------------------------------------- */
+
+/* One lov_user_md (v1, v3) of n bytes into c; its objects' OSTs when `objects`. */
+static int parse_sub(const unsigned char *p, size_t n, struct iez_comp *c, struct iez_layout *l, int objects)
 {
-    size_t len = sizeof(struct iez_lov_user_md_v3) +
-                 IEZ_LOV_MAX_STRIPE_COUNT * sizeof(struct iez_lov_user_ost_data_v1);
-    struct iez_lov_user_md_v3 *lum = calloc(1, len);
-    if (!lum)
+    struct iez_lov_user_md_v3 lum;
+    size_t header;
+    if (n < sizeof(struct iez_lov_user_md_v1))
         return -1;
-    lum->lmm_magic = IEZ_LOV_USER_MAGIC_V3;
-    lum->lmm_stripe_count = IEZ_LOV_MAX_STRIPE_COUNT;
-    int rc = ioctl(fd, IEZ_LL_IOC_LOV_GETSTRIPE, lum);
-    if (rc == 0 && (lum->lmm_magic == IEZ_LOV_USER_MAGIC_V1 || lum->lmm_magic == IEZ_LOV_USER_MAGIC_V3)) {
-        *stripe_count = lum->lmm_stripe_count;
-        *stripe_size = lum->lmm_stripe_size;
+    memset(&lum, 0, sizeof lum);
+    memcpy(&lum, p, sizeof(struct iez_lov_user_md_v1));
+    if (lum.lmm_magic == IEZ_LOV_USER_MAGIC_V1) {
+        header = sizeof(struct iez_lov_user_md_v1);
+    } else if (lum.lmm_magic == IEZ_LOV_USER_MAGIC_V3 || lum.lmm_magic == IEZ_LOV_USER_MAGIC_SPECIFIC) {
+        header = sizeof(struct iez_lov_user_md_v3);
+        if (n < header)
+            return -1;
+        memcpy(&lum, p, header);
     } else {
-        rc = -1;
+        return -1; /* foreign, or unknown */
     }
-    free(lum);
+    size_t plen = strnlen(lum.lmm_pool_name, sizeof lum.lmm_pool_name);
+    if (plen > IEZ_POOL_MAX)
+        return -1;
+    for (size_t i = 0; i < plen; i++) {
+        char ch = lum.lmm_pool_name[i];
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_' ||
+              ch == '-'))
+            return -1;
+    }
+    uint32_t pattern = lum.lmm_pattern & ~(uint32_t)(IEZ_LOV_PATTERN_F_RELEASED | IEZ_LOV_PATTERN_F_HOLE);
+    int released = (lum.lmm_pattern & IEZ_LOV_PATTERN_F_RELEASED) != 0;
+    c->stripe_size = lum.lmm_stripe_size;
+    c->first_ost = l->nosts;
+    c->nosts = 0;
+    if (pattern == IEZ_LOV_PATTERN_MDT) {
+        c->dom = 1;
+        c->stripe_count = 0;
+        return 0;
+    }
+    if (pattern != IEZ_LOV_PATTERN_RAID0 && pattern != (IEZ_LOV_PATTERN_RAID0 | IEZ_LOV_PATTERN_OVERSTRIPING))
+        return -1;
+    c->overstripe = (pattern & IEZ_LOV_PATTERN_OVERSTRIPING) != 0;
+    memcpy(c->pool, lum.lmm_pool_name, plen);
+    c->pool[plen] = '\0';
+    c->stripe_count = lum.lmm_stripe_count == IEZ_LOV_ALL_STRIPES ? -1 : lum.lmm_stripe_count;
+    if (objects && !released && c->stripe_count > 0) {
+        int count = c->stripe_count;
+        if (header + (size_t)count * sizeof(struct iez_lov_user_ost_data_v1) > n ||
+            l->nosts + count > IEZ_MAX_STRIPES)
+            return -1;
+        for (int i = 0; i < count; i++) {
+            struct iez_lov_user_ost_data_v1 obj;
+            memcpy(&obj, p + header + (size_t)i * sizeof obj, sizeof obj);
+            l->osts[l->nosts + i] = obj.l_ost_idx;
+        }
+        c->nosts = count;
+        l->nosts += count;
+    }
+    return 0;
+}
+
+static int parse_comp_md(const unsigned char *p, size_t len, struct iez_layout *l, int with_osts)
+{
+    struct iez_lov_comp_md_v1 head;
+    if (len < sizeof head)
+        return -1;
+    memcpy(&head, p, sizeof head);
+    size_t size = head.lcm_size, entries = head.lcm_entry_count;
+    size_t first = sizeof head + entries * sizeof(struct iez_lov_comp_md_entry_v1);
+    if (size > len || entries == 0 || first > size)
+        return -1;
+    uint32_t mirror = 0;
+    for (size_t i = 0; i < entries; i++) {
+        struct iez_lov_comp_md_entry_v1 e;
+        memcpy(&e, p + sizeof head + i * sizeof e, sizeof e);
+        if (i == 0)
+            mirror = e.lcme_id & IEZ_MIRROR_ID_MASK;
+        if (head.lcm_mirror_count && (e.lcme_id & IEZ_MIRROR_ID_MASK) != mirror)
+            continue; /* a mirrored file: the text says the first mirror */
+        if (e.lcme_flags & IEZ_LCME_FL_EXTENSION)
+            return -1; /* self-extending layouts have no text */
+        if (l->ncomps >= IEZ_MAX_COMPS || e.lcme_offset < first || e.lcme_offset > size ||
+            e.lcme_size > size - e.lcme_offset)
+            return -1;
+        struct iez_comp *c = &l->comps[l->ncomps];
+        memset(c, 0, sizeof *c);
+        c->start = e.lcme_extent.e_start;
+        c->end = e.lcme_extent.e_end == IEZ_LUSTRE_EOF ? IEZ_EOF : e.lcme_extent.e_end;
+        if (c->end <= c->start ||
+            parse_sub(p + e.lcme_offset, e.lcme_size, c, l, with_osts && (e.lcme_flags & IEZ_LCME_FL_INIT)))
+            return -1;
+        l->ncomps++;
+    }
+    if (l->comps[0].start != 0)
+        return -1;
+    for (int i = 1; i < l->ncomps; i++)
+        if (l->comps[i - 1].end == IEZ_EOF || l->comps[i].start != l->comps[i - 1].end)
+            return -1;
+    return 0;
+}
+
+int iez_lustre_parse_lum(const void *buf, size_t len, struct iez_layout *l, int with_osts)
+{
+    const unsigned char *p = buf;
+    uint32_t magic;
+    l->ncomps = l->nosts = l->stripe_count = 0;
+    l->stripe_size = 0;
+    if (len < sizeof magic)
+        return -1;
+    memcpy(&magic, p, sizeof magic);
+    int rc;
+    if (magic == IEZ_LOV_USER_MAGIC_COMP_V1) {
+        rc = parse_comp_md(p, len, l, with_osts);
+    } else {
+        struct iez_comp *c = &l->comps[0];
+        memset(c, 0, sizeof *c);
+        c->end = IEZ_EOF;
+        rc = parse_sub(p, len, c, l, with_osts);
+        if (rc == 0)
+            l->ncomps = 1;
+    }
+    if (rc)
+        return -1;
+    /* the file's stripe count and size: its last component with objects (the one its end is in) */
+    for (int i = 0; i < l->ncomps; i++)
+        if (l->comps[i].nosts) {
+            l->stripe_count = l->comps[i].nosts;
+            l->stripe_size = l->comps[i].stripe_size;
+        }
+    const struct iez_comp *c = &l->comps[0];
+    if (l->ncomps == 1 && !c->dom && !c->pool[0] && !c->overstripe && c->nosts && c->stripe_size) {
+        /* a plain RAID-0 layout without pool: the version-1 text, as iez.layout.emulated.format_attr */
+        l->ncomps = 0;
+        l->stripe_count = c->nosts;
+    }
+    return 0;
+}
+
+int iez_lustre_getlayout(int fd, struct iez_layout *l, int with_osts)
+{
+    /* The kernel reads the magic and the room we left (in stripes) before it writes. */
+    size_t len = 65536;
+    unsigned char *buf = calloc(1, len);
+    if (!buf) {
+        errno = ENOMEM;
+        return -1;
+    }
+    struct iez_lov_user_md_v3 lum;
+    memset(&lum, 0, sizeof lum);
+    lum.lmm_magic = IEZ_LOV_USER_MAGIC_V3;
+    lum.lmm_stripe_count = (uint16_t)((len - sizeof lum) / sizeof(struct iez_lov_user_ost_data_v1));
+    memcpy(buf, &lum, sizeof lum);
+    int rc = ioctl(fd, IEZ_LL_IOC_LOV_GETSTRIPE, buf);
+    if (rc == 0 && iez_lustre_parse_lum(buf, len, l, with_osts) != 0)
+        rc = -2;
+    int err = errno;
+    free(buf);
+    errno = err;
     return rc;
 }

@@ -24,7 +24,7 @@ static void remove_created(int dirfd, const char *path, dev_t dev, ino_t ino)
 
 static int apply_emulated(int fd, const struct iez_layout *l, const char *abspath)
 {
-    size_t len = 128 + 11 * (size_t)l->stripe_count; /* heap: threads may have small stacks */
+    size_t len = iez_layout_text_cap(l); /* heap: threads may have small stacks */
     char *text = malloc(len);
     int rc = -1;
     int n = text ? iez_layout_format(l, text, len) : -1;
@@ -43,6 +43,33 @@ static int apply_emulated(int fd, const struct iez_layout *l, const char *abspat
     return rc;
 }
 
+/* Whether the directory's default layout is still the one iez learnt the file under (README
+ * "Skips"): 1 yes, 0 no (the user or the administrator chose another since), -1 cannot tell. */
+static int default_unchanged(const struct iez_alloc *a, const char *abspath, int lustre)
+{
+    if (!a->has_default)
+        return 1; /* learnt without looking: nothing to compare */
+    char *current = malloc(IEZ_TEMPLATE_MAX);
+    if (!current)
+        return -1;
+    int rc = iez_dir_default_template(abspath, lustre, current, IEZ_TEMPLATE_MAX);
+    int same;
+    if (rc == -1) {
+        iez_debug("cannot read the default layout of the directory of %s: %s", abspath, strerror(errno));
+        same = -1;
+    } else if (rc == -2) {
+        iez_debug("the directory of %s has a default layout iez cannot read: not the learnt one", abspath);
+        same = 0;
+    } else {
+        same = strcmp(current, a->default_layout) == 0;
+        if (!same)
+            iez_debug("the directory of %s has default '%.300s', learnt '%.300s'", abspath, current,
+                      a->default_layout);
+    }
+    free(current);
+    return same;
+}
+
 void iez_place_before(int dirfd, const char *path, unsigned mode, struct iez_created *c)
 {
     c->created = 0;
@@ -53,17 +80,18 @@ void iez_place_before(int dirfd, const char *path, unsigned mode, struct iez_cre
     iez_busy++;
     char abspath[IEZ_PATH_MAX];
     struct stat st;
-    struct iez_layout *l = NULL;
+    struct iez_alloc *a = NULL;
     if (iez_abspath(dirfd, path, abspath, sizeof abspath) != 0 || !iez_path_considered(abspath))
         goto out;
     if (fstatat(dirfd, path, &st, 0) == 0 || errno != ENOENT)
         goto out; /* exists (or cannot tell): only new files are placed */
-    l = malloc(sizeof *l);
-    if (!l) {
+    a = malloc(sizeof *a);
+    if (!a) {
         iez_count_error();
         goto out;
     }
-    int found = iez_db_lookup(abspath, l);
+    const struct iez_layout *l = &a->layout;
+    int found = iez_db_lookup(abspath, a);
     if (found == IEZ_LOOKUP_MISSING) {
         iez_count_miss();
         iez_debug("no allocation for %s", abspath);
@@ -74,6 +102,17 @@ void iez_place_before(int dirfd, const char *path, unsigned mode, struct iez_cre
         goto out;
     }
     int lustre = iez_is_lustre_dir(abspath);
+    int unchanged = default_unchanged(a, abspath, lustre);
+    if (unchanged <= 0) {
+        if (unchanged == 0) {
+            iez_count_skip();
+            iez_debug("skipped %s: its directory's default layout changed since iez learnt it (plain call)",
+                      abspath);
+        } else {
+            iez_count_error();
+        }
+        goto out;
+    }
     int flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | (lustre ? IEZ_O_LOV_DELAY_CREATE : 0);
     int fd = iez_sys_openat(dirfd, path, flags, mode & 07777);
     if (fd < 0) {
@@ -98,10 +137,14 @@ void iez_place_before(int dirfd, const char *path, unsigned mode, struct iez_cre
     c->dev = st.st_dev;
     c->ino = st.st_ino;
     iez_count_hit();
-    iez_debug("placed %s: stripe_size %llu over %d OSTs (%s)", abspath, (unsigned long long)l->stripe_size,
-              l->stripe_count, lustre ? "lustre" : "emulated");
+    if (l->ncomps)
+        iez_debug("placed %s: %d components, %d OSTs chosen (%s)", abspath, l->ncomps, l->nosts,
+                  lustre ? "lustre" : "emulated");
+    else
+        iez_debug("placed %s: stripe_size %llu over %d OSTs (%s)", abspath, (unsigned long long)l->stripe_size,
+                  l->stripe_count, lustre ? "lustre" : "emulated");
 out:
-    free(l);
+    free(a);
     iez_busy--;
     errno = saved;
 }

@@ -1,4 +1,4 @@
-/* What a process leaves behind at exit: its hit and miss counts (placement)
+/* What a process leaves behind at exit: its hit, miss, error and skip counts (placement)
  * and its trace (tracing), each written under a temporary name and renamed,
  * so a reader never sees half a file. */
 #include "iez.h"
@@ -11,7 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static unsigned long hits, misses, errors;
+static unsigned long hits, misses, errors, skips;
 static int flushed;
 static int mpi_rank = -1, mpi_size = 0;
 pid_t iez_owner_pid;
@@ -24,10 +24,11 @@ int iez_is_owner(void)
 void iez_count_hit(void) { __atomic_add_fetch(&hits, 1, __ATOMIC_RELAXED); }
 void iez_count_miss(void) { __atomic_add_fetch(&misses, 1, __ATOMIC_RELAXED); }
 void iez_count_error(void) { __atomic_add_fetch(&errors, 1, __ATOMIC_RELAXED); }
+void iez_count_skip(void) { __atomic_add_fetch(&skips, 1, __ATOMIC_RELAXED); }
 
 void iez_report_atfork_child(void)
 {
-    hits = misses = errors = 0;
+    hits = misses = errors = skips = 0;
     flushed = 0;
     iez_owner_pid = getpid();
 }
@@ -130,8 +131,9 @@ static int fill_counts(int fd, void *arg)
     int rank, size;
     iez_rank(&rank, &size);
     int n = snprintf(line, sizeof line,
-                     "app,job,host,pid,rank,hits,misses,errors,started,ended\n%s,%s,%s,%d,%d,%lu,%lu,%lu,%.6f,%.6f\n",
-                     app, job, host, (int)getpid(), rank, hits, misses, errors, c->started, iez_now());
+                     "app,job,host,pid,rank,hits,misses,errors,started,ended,skips\n"
+                     "%s,%s,%s,%d,%d,%lu,%lu,%lu,%.6f,%.6f,%lu\n",
+                     app, job, host, (int)getpid(), rank, hits, misses, errors, c->started, iez_now(), skips);
     if (n < 0 || (size_t)n >= sizeof line)
         return -1;
     return iez_sys_write(fd, line, (size_t)n) == n ? 0 : -1;
@@ -156,6 +158,7 @@ void iez_report_exec_failed(void)
     __atomic_store_n(&hits, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&misses, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&errors, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&skips, 0, __ATOMIC_RELAXED);
     iez_trace_forget_written();
     __atomic_store_n(&flushed, 0, __ATOMIC_RELEASE);
 }
@@ -169,7 +172,7 @@ void iez_report_flush(void)
         return;
     int saved = errno;
     iez_busy++;
-    if (hits + misses + errors > 0) {
+    if (hits + misses + errors + skips > 0) {
         char dir[IEZ_PATH_MAX + 16];
         if (c->trace_dir[0])
             snprintf(dir, sizeof dir, "%s", c->trace_dir);

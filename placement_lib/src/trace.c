@@ -1,6 +1,7 @@
 /* Tracing mode (the paper's miniRecorder): per file, the bytes this process
- * wrote, the size it left, and the stripe count. A write costs one array load
- * and one atomic add: the fd table maps descriptors to file records directly. */
+ * wrote, the size it left, its layout on Lustre and its directory's default
+ * layout. A write costs one array load and one atomic add: the fd table maps
+ * descriptors to file records directly. */
 #include "iez.h"
 
 #include <errno.h>
@@ -22,6 +23,9 @@ struct record {
     int stripe_count;
     uint64_t stripe_size;
     int opened_here;          /* 0 for records inherited across fork() */
+    int lustre;
+    char *layout;             /* atomic; Lustre: the file's layout, version 2; NULL: unknown */
+    char *dir_layout;         /* atomic; canonical template of the directory's default; NULL: none */
 };
 
 #define BUCKETS 4096
@@ -87,6 +91,51 @@ static struct record *get_locked(const char *abspath, int *is_new)
     return r;
 }
 
+/* The version-2 text of l, or NULL when it would not read back (README "Trace CSV": empty = unknown). */
+static char *layout_text(const struct iez_layout *l)
+{
+    size_t cap = iez_layout_text_cap(l);
+    char *text = malloc(cap);
+    struct iez_layout *check = malloc(sizeof *check);
+    if (!text || !check || iez_layout_format_v2(l, text, cap) < 0 || iez_layout_parse(text, strlen(text), check)) {
+        free(text);
+        text = NULL;
+    }
+    free(check);
+    return text;
+}
+
+/* The Lustre layout of fd into r: its text, and the stripe count and size of the component with the file's end. */
+static void take_lustre_layout(struct record *r, int fd)
+{
+    struct iez_layout *l = malloc(sizeof *l);
+    if (l && iez_lustre_getlayout(fd, l, 1) == 0) {
+        if (l->stripe_count > 0) {
+            r->stripe_count = l->stripe_count;
+            r->stripe_size = l->stripe_size;
+        }
+        char *text = layout_text(l);
+        if (text) {
+            char *old = __atomic_exchange_n(&r->layout, text, __ATOMIC_ACQ_REL);
+            free(old);
+        }
+    }
+    free(l);
+}
+
+/* The directory's default when the file is first seen: what iez learns the file under. */
+static void take_dir_layout(struct record *r)
+{
+    char *text = malloc(IEZ_TEMPLATE_MAX);
+    if (!text)
+        return;
+    int rc = iez_dir_default_template(r->path, r->lustre, text, IEZ_TEMPLATE_MAX);
+    if (rc == 0 && text[0])
+        __atomic_store_n(&r->dir_layout, text, __ATOMIC_RELEASE);
+    else
+        free(text); /* none, or unreadable: the column stays empty */
+}
+
 static struct record *attach(const char *abspath, int fd)
 {
     iez_busy++;
@@ -102,13 +151,11 @@ static struct record *attach(const char *abspath, int fd)
             __atomic_store_n(&fds[fd], r, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&lock);
-    if (r && is_new && fd >= 0 && iez_is_lustre_dir(abspath)) {
-        int count;
-        uint64_t size;
-        if (iez_lustre_getstripe(fd, &count, &size) == 0) {
-            r->stripe_count = count;
-            r->stripe_size = size;
-        }
+    if (r && is_new) {
+        r->lustre = iez_is_lustre_dir(abspath);
+        if (r->lustre && fd >= 0)
+            take_lustre_layout(r, fd);
+        take_dir_layout(r);
     }
     iez_busy--;
     return r;
@@ -233,11 +280,37 @@ static int put(int fd, const char *s, size_t n)
     return 0;
 }
 
+/* The layout Lustre holds for the file now: components instantiated since the first open included. */
+static void refresh_lustre_layout(struct record *r)
+{
+    int fd = iez_sys_open(r->path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0);
+    if (fd < 0)
+        return; /* removed or renamed meanwhile: the layout of the first open stands */
+    take_lustre_layout(r, fd);
+    iez_sys_close(fd);
+}
+
+/* Writes ",<field>" CSV-quoted; text NULL is empty. */
+static int put_field(int fd, const char *text)
+{
+    if (!text || !*text)
+        return put(fd, ",", 1);
+    size_t cap = 2 * strlen(text) + 4;
+    char *field = malloc(cap);
+    int rc = -1;
+    if (field && iez_csv_field(field + 1, cap - 1, text) == 0) {
+        field[0] = ',';
+        rc = put(fd, field, strlen(field));
+    }
+    free(field);
+    return rc;
+}
+
 int iez_trace_write_csv(int fd)
 {
     const struct iez_config *c = iez_cfg();
-    static const char header[] =
-        "path,bytes_written,file_size,stripe_count,stripe_size,rank,comm_size,open_time,pid,host,app,job\n";
+    static const char header[] = "path,bytes_written,file_size,stripe_count,stripe_size,rank,comm_size,open_time,pid,"
+                                 "host,app,job,layout,dir_layout\n";
     if (put(fd, header, sizeof header - 1))
         return -1;
     int rank, size;
@@ -258,11 +331,15 @@ int iez_trace_write_csv(int fd)
         /* still open at exit, or closed through a descriptor iez did not see */
         if (stat(r->path, &st) == 0 && (fsize < 0 || (int64_t)st.st_size > fsize))
             fsize = st.st_size;
+        if (r->lustre)
+            refresh_lustre_layout(r);
         iez_csv_field(path, 2 * IEZ_PATH_MAX + 3, r->path);
-        int n = snprintf(line, cap, "%s,%llu,%lld,%d,%llu,%d,%d,%.6f,%d,%s,%s,%s\n", path,
+        int n = snprintf(line, cap, "%s,%llu,%lld,%d,%llu,%d,%d,%.6f,%d,%s,%s,%s", path,
                          (unsigned long long)bytes, (long long)fsize, r->stripe_count,
                          (unsigned long long)r->stripe_size, rank, size, r->open_time, (int)getpid(), host, app, job);
-        if (n < 0 || (size_t)n >= cap || put(fd, line, (size_t)n))
+        if (n < 0 || (size_t)n >= cap || put(fd, line, (size_t)n) ||
+            put_field(fd, __atomic_load_n(&r->layout, __ATOMIC_ACQUIRE)) ||
+            put_field(fd, __atomic_load_n(&r->dir_layout, __ATOMIC_ACQUIRE)) || put(fd, "\n", 1))
             rc = -1;
     }
     free(line);

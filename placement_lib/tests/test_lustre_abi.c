@@ -25,9 +25,23 @@ int main(void)
     EQ("LOV_USER_MAGIC_V3", IEZ_LOV_USER_MAGIC_V3, 0x0BD30BD0);
     EQ("LOV_USER_MAGIC_SPECIFIC", IEZ_LOV_USER_MAGIC_SPECIFIC, 0x0BD50BD0);
     EQ("LOV_USER_MAGIC_COMP_V1", IEZ_LOV_USER_MAGIC_COMP_V1, 0x0BD60BD0);
+    EQ("LOV_USER_MAGIC_FOREIGN", IEZ_LOV_USER_MAGIC_FOREIGN, 0x0BD70BD0);
+    EQ("LOV_USER_MAGIC_SEL", IEZ_LOV_USER_MAGIC_SEL, 0x0BD80BD0);
     EQ("LOV_PATTERN_RAID0", IEZ_LOV_PATTERN_RAID0, 0x1);
+    EQ("LOV_PATTERN_MDT", IEZ_LOV_PATTERN_MDT, 0x100);
+    EQ("LOV_PATTERN_OVERSTRIPING", IEZ_LOV_PATTERN_OVERSTRIPING, 0x200);
+    EQ("LOV_PATTERN_F_HOLE", IEZ_LOV_PATTERN_F_HOLE, 0x40000000);
+    EQ("LOV_PATTERN_F_RELEASED", IEZ_LOV_PATTERN_F_RELEASED, 0x80000000);
+    EQ("LOV_OFFSET_DEFAULT", IEZ_LOV_OFFSET_DEFAULT, 0xffff);   /* (__u16)-1 */
+    EQ("LOV_ALL_STRIPES", IEZ_LOV_ALL_STRIPES, 0xffff);
     EQ("LOV_MAXPOOLNAME", IEZ_LOV_MAXPOOLNAME, 15);
     EQ("LOV_MAX_STRIPE_COUNT", IEZ_LOV_MAX_STRIPE_COUNT, 2000);
+    EQ("LOV_MIN_STRIPE_SIZE", IEZ_LOV_MIN_STRIPE_SIZE, 1 << 16); /* 1 << LOV_MIN_STRIPE_BITS */
+    EQ("LUSTRE_EOF", IEZ_LUSTRE_EOF, 0xffffffffffffffffULL);
+    EQ("LCME_FL_INIT", IEZ_LCME_FL_INIT, 0x10);
+    EQ("LCME_FL_EXTENSION", IEZ_LCME_FL_EXTENSION, 0x40);
+    EQ("MIRROR_ID_MASK", IEZ_MIRROR_ID_MASK, 0x7FFF0000);
+    EQ("MIRROR_ID_SHIFT", IEZ_MIRROR_ID_SHIFT, 16);
     /* O_LOV_DELAY_CREATE = 0100000000 | O_NOCTTY | FASYNC */
     EQ("O_LOV_DELAY_CREATE_1_8", IEZ_O_LOV_DELAY_CREATE_1_8, 0100000000);
     EQ("O_LOV_DELAY_CREATE", IEZ_O_LOV_DELAY_CREATE, 0100000000 | O_NOCTTY | FASYNC);
@@ -60,6 +74,31 @@ int main(void)
     EQ("v3 lmm_pool_name", offsetof(struct iez_lov_user_md_v3, lmm_pool_name), 32);
     EQ("v3 sizeof(lmm_pool_name)", sizeof(((struct iez_lov_user_md_v3 *)0)->lmm_pool_name), 16);
     EQ("v3 lmm_objects", offsetof(struct iez_lov_user_md_v3, lmm_objects), 48);
+
+    EQ("sizeof(lu_extent)", sizeof(struct iez_lu_extent), 16);
+    EQ("lu_extent e_start", offsetof(struct iez_lu_extent, e_start), 0);
+    EQ("lu_extent e_end", offsetof(struct iez_lu_extent, e_end), 8);
+
+    EQ("sizeof(lov_comp_md_entry_v1)", sizeof(struct iez_lov_comp_md_entry_v1), 48);
+    EQ("lcme_id", offsetof(struct iez_lov_comp_md_entry_v1, lcme_id), 0);
+    EQ("lcme_flags", offsetof(struct iez_lov_comp_md_entry_v1, lcme_flags), 4);
+    EQ("lcme_extent", offsetof(struct iez_lov_comp_md_entry_v1, lcme_extent), 8);
+    EQ("lcme_offset", offsetof(struct iez_lov_comp_md_entry_v1, lcme_offset), 24);
+    EQ("lcme_size", offsetof(struct iez_lov_comp_md_entry_v1, lcme_size), 28);
+    EQ("lcme_layout_gen", offsetof(struct iez_lov_comp_md_entry_v1, lcme_layout_gen), 32);
+    EQ("lcme_timestamp", offsetof(struct iez_lov_comp_md_entry_v1, lcme_timestamp), 36);
+    EQ("lcme_padding_1", offsetof(struct iez_lov_comp_md_entry_v1, lcme_padding_1), 44);
+
+    EQ("sizeof(lov_comp_md_v1)", sizeof(struct iez_lov_comp_md_v1), 32);
+    EQ("lcm_magic", offsetof(struct iez_lov_comp_md_v1, lcm_magic), 0);
+    EQ("lcm_size", offsetof(struct iez_lov_comp_md_v1, lcm_size), 4);
+    EQ("lcm_layout_gen", offsetof(struct iez_lov_comp_md_v1, lcm_layout_gen), 8);
+    EQ("lcm_flags", offsetof(struct iez_lov_comp_md_v1, lcm_flags), 12);
+    EQ("lcm_entry_count", offsetof(struct iez_lov_comp_md_v1, lcm_entry_count), 14);
+    EQ("lcm_mirror_count", offsetof(struct iez_lov_comp_md_v1, lcm_mirror_count), 16);
+    EQ("lcm_padding1", offsetof(struct iez_lov_comp_md_v1, lcm_padding1), 18);
+    EQ("lcm_padding2", offsetof(struct iez_lov_comp_md_v1, lcm_padding2), 24);
+    EQ("lcm_entries", offsetof(struct iez_lov_comp_md_v1, lcm_entries), 32);
 
     if (failures) {
         fprintf(stderr, "test_lustre_abi: %d failure(s)\n", failures);
