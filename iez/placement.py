@@ -20,10 +20,10 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from iez.allocate import AllocationError, Policy, Refused, make_policy
-from iez.db.allocations import pending_requests, store_placement
+from iez.db.allocations import NOTHING_TO_PLACE, pending_requests, store_placement
 from iez.db.engine import write_session
 from iez.db.models import utcnow
-from iez.db.requests import application
+from iez.db.requests import application, row_policy
 from iez.db.stats import usable_cluster
 from iez.model import (
     DEFAULT_FILL_CAP,
@@ -32,7 +32,6 @@ from iez.model import (
     Allocation,
     ClusterState,
     WriteRequest,
-    raid0_bytes,
 )
 
 
@@ -47,6 +46,9 @@ class PlacementSettings:
     ost_bandwidth: float = DEFAULT_OST_BANDWIDTH  # bytes/s, where the cluster does not say
     oss_bandwidth: float = DEFAULT_OSS_BANDWIDTH
     oss_load_weight: float = 0.5
+    # the qos baseline's Lustre settings (lod.*.qos_threshold_rr, qos_prio_free as fractions; the MDS reads them)
+    threshold_rr: float = 0.17
+    prio_free: float = 0.90
 
     def __post_init__(self) -> None:
         if not 0 < self.fill_cap <= 1:
@@ -61,6 +63,8 @@ class PlacementSettings:
         if self.policy == "iez":
             options = {"fill_weight": self.fill_weight, "fill_cap": self.fill_cap,
                        "oss_load_weight": self.oss_load_weight}
+        elif self.policy == "qos":
+            options = {"threshold_rr": self.threshold_rr, "prio_free": self.prio_free}
         return make_policy(self.policy, seed=self.seed, **options)
 
 
@@ -94,9 +98,12 @@ def place_app(engine: Engine, app_name: str, settings: PlacementSettings, stale_
         cluster = cluster_of(session, now) if cluster_of else usable_cluster(
             session, now, stale_s, settings.ost_bandwidth, settings.oss_bandwidth)
         cluster = replace(cluster, fill_cap=settings.fill_cap)
-        requests = [WriteRequest(app_name, r.path, r.write_bytes, r.stripe_count, r.rank) for r in pending]
+        requests = [WriteRequest(app_name, r.path, r.write_bytes, r.stripe_count, r.rank, *row_policy(r))
+                    for r in pending]
         placement = policy.place(cluster, requests)
-        outcomes = [o.reason if isinstance(o, Refused) else o for o in placement.outcomes]
+        # an allocation without OSTs (all bytes on the MDT) has nothing for the library to apply
+        outcomes = [o.reason if isinstance(o, Refused) else NOTHING_TO_PLACE if not o.osts else o
+                    for o in placement.outcomes]
         if policy.size_aware:
             check_capacity(cluster, requests, outcomes)
         placed = store_placement(session, pending, outcomes, policy.name, now, reservation_ttl_s)
@@ -109,8 +116,7 @@ def check_capacity(cluster: ClusterState, requests: Sequence[WriteRequest], outc
     wanted: dict[int, int] = defaultdict(int)
     for request, allocation in zip(requests, outcomes):
         if isinstance(allocation, Allocation):
-            for ost, b in zip(allocation.osts, raid0_bytes(request.write_bytes, allocation.stripe_size,
-                                                           allocation.stripe_count)):
+            for ost, b in allocation.stripe_bytes(request.write_bytes):
                 wanted[ost] += b
     free = {ost.index: ost.bytes_avail for ost in cluster.osts}
     for ost, size in wanted.items():

@@ -9,6 +9,12 @@ its row), and counts become ``runs`` rows; a run already stored with the same
 application, start and end is not stored twice, so parsing a directory again
 is harmless. ``--store`` needs a database at the current schema (``iez db
 upgrade`` creates one); a missing database is refused, never created.
+
+Each request keeps its file's Lustre policy (:mod:`iez.trace.policy`): the
+pool and PFL template, and, for traces, the directory default it was learnt
+under (``default_layout``; Darshan cannot tell, so it stays unknown there).
+``--out`` writes them as the ``pool`` and ``components`` columns (the
+template's JSON text) that ``iez simulate --replay`` and ``iez predict`` read.
 """
 
 from __future__ import annotations
@@ -28,11 +34,13 @@ from iez.db import open_db
 from iez.db.engine import write_session
 from iez.db.models import Run
 from iez.db.requests import RequestIn, application, upsert_requests
+from iez.layout.model import components_text
 from iez.trace.darshan import DarshanImport, read_log
 from iez.trace.parse import ParsedRun, Request, RunCounts, parse_dir
 
-#: Columns of ``--out``: what ``iez simulate --replay`` (``load_requests``) reads.
-OUT_COLUMNS = ("file", "write_bytes", "stripe_count", "rank")
+#: Columns of ``--out``: what ``iez simulate --replay`` (``load_requests``) reads; ``components`` is the PFL
+#: template's JSON text (empty for none).
+OUT_COLUMNS = ("file", "write_bytes", "stripe_count", "rank", "pool", "components")
 
 
 def register(subparsers) -> None:
@@ -49,7 +57,7 @@ def _add_parse(actions) -> None:
         "one write request per file (rank -1 for a file several ranks wrote) and print them.")
     p.add_argument("dir", metavar="DIR", help="the IEZ_TRACE_DIR of the traced run(s)")
     p.add_argument("--json", action="store_true", help="print a JSON list of {file, write_bytes, stripe_count, "
-                   "stripe_size, rank}")
+                   "stripe_size, rank, pool, components, default_layout}")
     p.add_argument("--out", metavar="FILE.csv", help=f"also write the requests as CSV ({','.join(OUT_COLUMNS)})")
     p.add_argument("--job", metavar="ID", help="the job to read when DIR holds several ('' for rows without one)")
     p.add_argument("--keep-empty", action="store_true", help="keep files nothing was written to")
@@ -64,11 +72,11 @@ def _add_import_darshan(actions) -> None:
     p = actions.add_parser(
         "import-darshan", help="turn a Darshan log into one write request per file written",
         description="Read the POSIX, MPI-IO, STDIO, H5F and LUSTRE records of a Darshan log and print one "
-        "write request per file written (rank -1 for a file several ranks wrote; stripe size, count and OSTs "
-        "from the LUSTRE records when the log has them).")
+        "write request per file written (rank -1 for a file several ranks wrote; stripe size, count, OSTs, "
+        "pool and PFL template from the LUSTRE records when the log has them).")
     p.add_argument("log", metavar="LOG", help="a Darshan log (.darshan)")
     p.add_argument("--json", action="store_true", help="print a JSON list of {file, write_bytes, stripe_count, "
-                   "stripe_size, rank, ost_ids}")
+                   "stripe_size, rank, ost_ids, pool, components}")
     p.add_argument("--out", metavar="FILE.csv", help=f"also write the requests as CSV ({','.join(OUT_COLUMNS)}), "
                    "replayable with iez simulate --replay")
     p.add_argument("--keep-read", action="store_true", help="keep files nothing was written to (only read or "
@@ -137,13 +145,15 @@ def _utc(seconds: float) -> datetime:
 
 def store(settings: Settings, app: str, requests: Sequence[Request], runs: Sequence[RunCounts],
           source: str = "traced") -> dict:
-    """Store ``requests`` and ``runs`` for ``app`` in one transaction; what was stored."""
+    """Store ``requests`` (with their pool, template and learnt directory default) and ``runs`` for ``app``
+    in one transaction; what was stored."""
     engine = open_db(settings)
     new_runs = 0
     with write_session(engine) as session:
         ids = upsert_requests(session, app, [
             RequestIn(file=r.file, write_bytes=r.write_bytes, stripe_count=r.stripe_count, rank=r.rank,
-                      stripe_size=r.stripe_size, source=source) for r in requests])
+                      stripe_size=r.stripe_size, source=source, pool=r.pool, components=r.components,
+                      default_layout=getattr(r, "default_layout", None)) for r in requests])
         app_id = application(session, app, create=True).id
         for run in runs:
             started, ended = _utc(run.started), _utc(run.ended)
@@ -151,7 +161,7 @@ def store(settings: Settings, app: str, requests: Sequence[Request], runs: Seque
                                                    Run.ended == ended)) is not None:
                 continue
             session.add(Run(app_id=app_id, started=started, ended=ended,
-                            files_found=run.hits, files_missed=run.misses))
+                            files_found=run.hits, files_missed=run.misses, files_skipped=run.skips))
             new_runs += 1
     return {"db": describe(settings.db_url), "app": app, "requests": len(ids), "runs": new_runs,
             "runs_already_stored": len(runs) - new_runs}
@@ -162,7 +172,8 @@ def write_requests_csv(path: str, requests: Sequence[Request]) -> None:
         writer = csv.writer(out, lineterminator="\n")
         writer.writerow(OUT_COLUMNS)
         for r in requests:
-            writer.writerow([r.file, r.write_bytes, r.stripe_count, r.rank])
+            writer.writerow([r.file, r.write_bytes, r.stripe_count, r.rank, r.pool or "",
+                             components_text(r.components)])
 
 
 @db_errors
@@ -213,22 +224,27 @@ def _print_darshan_table(imported: DarshanImport) -> None:
     print(f"{len(imported.requests)} {kept} in {imported.path} ({imported.nprocs} processes, job "
           f"{imported.jobid}; modules: {', '.join(imported.modules) or 'none'})")
     if imported.requests:
-        print(f"{'rank':>6} {'write_bytes':>16} {'stripes':>7} {'stripe_size':>12}  {'osts':<16} file")
+        print(f"{'rank':>6} {'write_bytes':>16} {'stripes':>7} {'stripe_size':>12}  {'osts':<16} {'pool':<8} "
+              f"{'comps':<5} file")
         for r in imported.requests:
             size = "-" if r.stripe_size is None else str(r.stripe_size)
             osts = "-" if r.ost_ids is None else ",".join(map(str, r.ost_ids))
             osts = osts if len(osts) <= 16 else osts[:13] + "..."
-            print(f"{r.rank:>6} {r.write_bytes:>16} {r.stripe_count:>7} {size:>12}  {osts:<16} {r.file}")
+            pfl = str(len(r.components)) if r.components else "-"
+            print(f"{r.rank:>6} {r.write_bytes:>16} {r.stripe_count:>7} {size:>12}  {osts:<16} {r.pool or '-':<8} "
+                  f"{pfl:<5} {r.file}")
 
 
 def _print_table(parsed: ParsedRun) -> None:
     job = f"job {parsed.job!r}" if parsed.job else "no job id"
     print(f"{len(parsed.requests)} write requests ({job}; apps: {', '.join(parsed.apps) or 'none'})")
     if parsed.requests:
-        print(f"{'rank':>6} {'write_bytes':>16} {'stripes':>7} {'stripe_size':>12}  file")
+        print(f"{'rank':>6} {'write_bytes':>16} {'stripes':>7} {'stripe_size':>12}  {'pool':<8} {'comps':<5} file")
         for r in parsed.requests:
             size = "-" if r.stripe_size is None else str(r.stripe_size)
-            print(f"{r.rank:>6} {r.write_bytes:>16} {r.stripe_count:>7} {size:>12}  {r.file}")
+            pfl = str(len(r.components)) if r.components else "-"
+            print(f"{r.rank:>6} {r.write_bytes:>16} {r.stripe_count:>7} {size:>12}  {r.pool or '-':<8} {pfl:<5} "
+                  f"{r.file}")
     for run in parsed.runs:
         print(f"run of {run.app!r}: {run.processes} processes, {run.hits} hits, {run.misses} misses, "
-              f"{run.errors} errors")
+              f"{run.errors} errors, {run.skips} skips")

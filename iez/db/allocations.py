@@ -3,7 +3,11 @@
 Deciding where files go is :mod:`iez.placement`'s job; this module only loads and saves.
 
 A path has at most one live (non-stale) allocation: storing a new one for the
-same path retires the old one. Lookups are the placement library's hot path
+same path retires the old one. An allocation with a pool or components (PFL)
+also stores its layout text (version 2, :mod:`iez.layout.emulated`), which the
+placement library applies instead of the plain columns, and the directory
+default its request was learnt under (``default_layout``), which the library
+checks before applying. Lookups are the placement library's hot path
 and use lean Core statements, not ORM objects.
 """
 
@@ -30,8 +34,11 @@ from iez.db.models import (
     parse_osts,
     utcnow,
 )
+from iez.db.lookup import policy_fields
 from iez.db.requests import chunks, retire
-from iez.model import Allocation, raid0_bytes
+from iez.layout.emulated import format_attr
+from iez.layout.model import Layout
+from iez.model import Allocation, component_stripe_bytes, raid0_bytes
 
 MANUAL = "manual"
 MAX_STRIPE_COUNT = 2000
@@ -137,27 +144,50 @@ def store_placement(session: Session, pending: Sequence[WriteRequestRow], outcom
     ids = session.scalars(
         insert(AllocationRow).returning(AllocationRow.id, sort_by_parameter_order=True),
         [{"request_id": row.id, "path": row.path, "stripe_size": a.stripe_size, "stripe_count": a.stripe_count,
-          "osts": osts_text(a.osts), "policy": policy_name, "state": PLANNED, "created": now}
+          "osts": osts_text(a.osts), "policy": policy_name, "state": PLANNED, "created": now,
+          "pool": a.pool, "layout": layout_text(a), "default_layout": row.default_layout}
          for row, a in placed],
     ).all()
     reservations = [{"allocation_id": i, "ost_index": ost, "bytes": b, "expires": expires,
                      "avail_kb_at": reported.get(ost)}
                     for i, (row, a) in zip(ids, placed)
-                    for ost, b in zip(a.osts, _object_sizes(row.write_bytes, a))]
+                    for ost, b in _object_sizes(row.write_bytes, a)]
     for start in range(0, len(reservations), 10_000):
         session.execute(insert(Reservation), reservations[start:start + 10_000])
     return [a for _, a in placed]
 
 
-def _object_sizes(write_bytes: int, allocation: Allocation) -> list[int]:
-    """What each stripe object will hold (RAID-0, wrap-around included), but at least the file's size up to
-    one stripe: an object a small file leaves short or empty is reserved as if it held that much, so
-    placements made before the next report never count on it staying small."""
-    return [max(b, min(allocation.stripe_size, write_bytes)) for b in
-            raid0_bytes(write_bytes, allocation.stripe_size, allocation.stripe_count)]
+#: The refusal of an allocation without OSTs (every byte the file reaches is in its Data-on-MDT component):
+#: iez has nothing to choose, and Lustre applies the directory's default.
+NOTHING_TO_PLACE = "no OST to choose: the file's predicted bytes all fall in its Data-on-MDT component"
 
 
-_LOOKUP_COLUMNS = (AllocationRow.path, AllocationRow.stripe_size, AllocationRow.stripe_count, AllocationRow.osts)
+def layout_text(allocation: Allocation) -> str | None:
+    """The layout text the library applies (version 2) when the allocation has a pool or components, else
+    None: the plain columns say it all."""
+    if not allocation.pool and not allocation.components:
+        return None
+    return format_attr(Layout(allocation.stripe_size, allocation.osts, allocation.pool, allocation.components))
+
+
+def _object_sizes(write_bytes: int, allocation: Allocation) -> list[tuple[int, int]]:
+    """``(OST, bytes)`` each stripe object will hold (:meth:`Allocation.stripe_bytes`: RAID-0 with wrap-around,
+    per component for a composite layout), but at least the bytes of its extent up to one stripe: an object a
+    small file leaves short or empty is reserved as if it held that much, so placements made before the next
+    report never count on it staying small."""
+    if not allocation.components:
+        return [(ost, max(b, min(allocation.stripe_size, write_bytes))) for ost, b in
+                zip(allocation.osts, raid0_bytes(write_bytes, allocation.stripe_size, allocation.stripe_count))]
+    out = []
+    for c in allocation.components:
+        if c.osts:
+            floor = min(c.stripe_size or 0, c.bytes_in(write_bytes))
+            out.extend((ost, max(b, floor)) for ost, b in zip(c.osts, component_stripe_bytes(c, write_bytes)))
+    return out
+
+
+_LOOKUP_COLUMNS = (AllocationRow.path, AllocationRow.stripe_size, AllocationRow.stripe_count, AllocationRow.osts,
+                   AllocationRow.pool, AllocationRow.layout)
 _LOOKUP_ONE = (
     select(*_LOOKUP_COLUMNS)
     .where(AllocationRow.path == bindparam("path"), AllocationRow.state != STALE)
@@ -167,11 +197,15 @@ _LOOKUP_ONE = (
 
 
 def as_json(row) -> dict:
-    return {"file": row[0], "stripe_size": row[1], "stripe_count": row[2], "osts": parse_osts(row[3])}
+    out = {"file": row[0], "stripe_size": row[1], "stripe_count": row[2], "osts": parse_osts(row[3])}
+    if row[4] or row[5]:
+        out.update(policy_fields(row[0], row[4], row[5]))
+    return out
 
 
 def lookup(conn: Connection, path: str) -> dict | None:
-    """The live layout of ``path`` as ``{"file", "stripe_size", "stripe_count", "osts"}``, or None."""
+    """The live layout of ``path`` as ``{"file", "stripe_size", "stripe_count", "osts"}`` (and ``pool``,
+    ``components`` when it has them), or None."""
     row = conn.execute(_LOOKUP_ONE, {"path": path}).first()
     return as_json(row) if row is not None else None
 

@@ -7,6 +7,10 @@ keeps one autocommit connection, so every SELECT sees the latest committed
 allocations. A connection that broke (MariaDB restarted) is replaced and the
 query retried once; if that fails too the caller gets
 :class:`~iez.db.engine.DatabaseUnavailable`.
+
+A layout with a pool or components (PFL) answers ``pool`` and ``components``
+(each ``start``, ``end``, ``stripe_size``, ``stripe_count``, ``osts``), read
+from the row's layout text; a plain layout answers the four plain fields only.
 """
 
 from __future__ import annotations
@@ -19,18 +23,37 @@ from sqlalchemy import Engine
 from iez.config import describe
 from iez.db.engine import ER_BAD_DB_ERROR, DatabaseUnavailable, error_code, missing, open_sqlite
 from iez.db.models import parse_osts
+from iez.layout.emulated import parse_attr
+from iez.layout.model import component_json
+from iez.trace.policy import composite
 
 T = TypeVar("T")
 CHUNK = 500
 
-_ONE = ("SELECT path, stripe_size, stripe_count, osts FROM allocations "
+_ONE = ("SELECT path, stripe_size, stripe_count, osts, pool, layout FROM allocations "
         "WHERE path = {p} AND state <> 'stale' ORDER BY id DESC LIMIT 1")
-_MANY = ("SELECT id, path, stripe_size, stripe_count, osts FROM allocations{hint} "
+_MANY = ("SELECT id, path, stripe_size, stripe_count, osts, pool, layout FROM allocations{hint} "
          "WHERE path IN ({ps}) AND state <> 'stale'")
 
 
+def policy_fields(path: str, pool: str | None, layout_text: str | None) -> dict:
+    """``pool`` and ``components`` of a stored allocation, when its layout has them (``{}`` for a plain one)."""
+    out: dict = {}
+    parsed = parse_attr(layout_text, f"allocation of {path}") if layout_text else None
+    pool = pool or (parsed.pool if parsed else None)
+    if pool:
+        out["pool"] = pool
+    if parsed is not None and composite(parsed.components):
+        out["components"] = [component_json(c) for c in parsed.components]
+    return out
+
+
 def layout(row) -> dict:
-    return {"file": row[0], "stripe_size": row[1], "stripe_count": row[2], "osts": parse_osts(row[3])}
+    """``(path, stripe_size, stripe_count, osts[, pool, layout])`` as the API's JSON."""
+    out = {"file": row[0], "stripe_size": row[1], "stripe_count": row[2], "osts": parse_osts(row[3])}
+    if len(row) > 4 and (row[4] or row[5]):
+        out.update(policy_fields(row[0], row[4], row[5]))
+    return out
 
 
 class LayoutReader:

@@ -103,6 +103,8 @@ class Run(Base):
     ended: Mapped[datetime | None] = mapped_column(Timestamp)
     files_found: Mapped[int] = mapped_column(Integer, default=0)
     files_missed: Mapped[int] = mapped_column(Integer, default=0)
+    # Creates left to Lustre because the directory's default changed (migration 0006): not misses.
+    files_skipped: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
     app: Mapped[Application] = relationship(back_populates="runs")
 

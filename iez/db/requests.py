@@ -1,7 +1,14 @@
-"""Applications and their write requests: one row per (application, file), updated in place."""
+"""Applications and their write requests: one row per (application, file), updated in place.
+
+A request carries its file's Lustre policy: ``pool``, ``components`` (the PFL
+template, stored as the contract's JSON text, NULL for none) and
+``default_layout`` (the canonical template text of the directory default it
+was learnt under: ``''`` none, NULL unknown).
+"""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
@@ -19,6 +26,8 @@ from iez.db.models import (
     path_hash,
     utcnow,
 )
+from iez.layout.model import components_text, request_policy
+from iez.model import Component
 
 CHUNK = 500  # bound on IN (...) lists
 
@@ -31,6 +40,22 @@ class RequestIn:
     rank: int = 0
     stripe_size: int | None = None
     source: str = "predicted"
+    pool: str | None = None
+    components: tuple[Component, ...] = ()  # PFL template (no OSTs)
+    default_layout: str | None = None  # canonical template text of the directory default; "" none, None unknown
+
+
+def row_policy(row) -> tuple[str | None, tuple[Component, ...]]:
+    """``(pool, components)`` of a stored request row (an ORM row or a mapping with ``pool``, ``components``,
+    ``path``): what :class:`~iez.model.WriteRequest` takes. A stored template that no longer parses is an
+    error naming the file."""
+    get = row.get if isinstance(row, dict) else (lambda key: getattr(row, key))
+    return request_policy(get("pool"), get("components"), get("path"))
+
+
+def policy_json(pool: str | None, components_column: str | None) -> dict:
+    """``{"pool", "components"}`` of a stored row for JSON answers (components as the contract's list, or null)."""
+    return {"pool": pool, "components": json.loads(components_column) if components_column else None}
 
 
 class NotFound(LookupError):
@@ -67,9 +92,9 @@ def upsert_requests(
 ) -> list[int]:
     """Store the requests; the same (application, file) again updates its row. Returns ids in input order.
 
-    A request whose size, stripe count, stripe size or rank changed loses its
-    allocation (it becomes stale and its reservations are freed), so the next
-    ``allocate`` places it again.
+    A request whose size, stripe count, stripe size, rank, pool, template or
+    learnt directory default changed loses its allocation (it becomes stale
+    and its reservations are freed), so the next ``allocate`` places it again.
     """
     app = application(session, app_name, fingerprint, create=True)
     hashes = [path_hash(r.file) for r in requests]
@@ -88,6 +113,9 @@ def upsert_requests(
             stripe_size=request.stripe_size,
             rank=request.rank,
             source=request.source,
+            pool=request.pool,
+            components=components_text(request.components) or None,
+            default_layout=request.default_layout,
         )
         if row is None:
             row = WriteRequestRow(app_id=app.id, path=request.file, path_hash=digest, created=now, updated=now, **values)
@@ -150,6 +178,8 @@ def app_summary(conn: Connection, name: str) -> dict:
                 "stripe_size": m["stripe_size"],
                 "rank": m["rank"],
                 "source": m["source"],
+                **policy_json(m["pool"], m["components"]),
+                "default_layout": m["default_layout"],
                 "allocation": allocation,
             }
         )

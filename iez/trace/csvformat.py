@@ -7,6 +7,16 @@ with a missing or malformed field, an empty file or one that ends mid-row (its
 writer was killed or the disk filled; the library writes each record with its
 line break and renames the file only when complete). Text is UTF-8; paths that
 are not keep their bytes (``surrogateescape``), as ``os.fsdecode`` gives them.
+
+Two versions of each header are read. Traces gained ``layout`` and
+``dir_layout`` at the end: ``layout`` is the file's actual layout (version-2
+layout text, :mod:`iez.layout.emulated`; on Lustre only, empty elsewhere),
+``dir_layout`` the canonical template text of its directory's default layout
+when the file was first opened (empty: the directory has none). In a trace of
+the older header both are unknown (None). Counts gained ``skips`` (creates the
+library left to Lustre because the directory's default had changed since iez
+learnt it); the older header reads as 0 skips. A layout text that does not
+parse is an error naming the file and line like any other bad field.
 """
 
 from __future__ import annotations
@@ -19,9 +29,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
-TRACE_COLUMNS = ("path", "bytes_written", "file_size", "stripe_count", "stripe_size", "rank", "comm_size",
-                 "open_time", "pid", "host", "app", "job")
-COUNTS_COLUMNS = ("app", "job", "host", "pid", "rank", "hits", "misses", "errors", "started", "ended")
+from iez.layout.emulated import canonical_template, parse_attr
+from iez.layout.model import Layout
+
+#: The trace header before layouts were recorded (still read: layouts unknown).
+TRACE_COLUMNS_V1 = ("path", "bytes_written", "file_size", "stripe_count", "stripe_size", "rank", "comm_size",
+                    "open_time", "pid", "host", "app", "job")
+TRACE_COLUMNS = TRACE_COLUMNS_V1 + ("layout", "dir_layout")
+#: The counts header before skips were counted (still read: no skips).
+COUNTS_COLUMNS_V1 = ("app", "job", "host", "pid", "rank", "hits", "misses", "errors", "started", "ended")
+COUNTS_COLUMNS = COUNTS_COLUMNS_V1 + ("skips",)
 
 _INT = re.compile(r"-?[0-9]+")
 
@@ -42,6 +59,10 @@ class TraceRow:
     host: str
     app: str
     job: str
+    #: The file's actual layout (Lustre); None when empty or unknown.
+    layout: Layout | None = None
+    #: Canonical template text of the directory's default when first opened; "" none, None unknown (old header).
+    dir_layout: str | None = None
     source: str = ""  # "file:line", for messages
 
 
@@ -59,6 +80,7 @@ class CountsRow:
     errors: int
     started: float
     ended: float
+    skips: int = 0  # creates left to Lustre: the directory's default differed from the learnt one
     source: str = ""  # "file:line", for messages
 
 
@@ -94,19 +116,37 @@ def _text(text: str) -> str:
     return text
 
 
+def _parsed_layout(text: str) -> Layout:
+    try:
+        return parse_attr(text, "@")
+    except ValueError as err:
+        raise ValueError(str(err).removeprefix("@: ")) from None
+
+
+def _layout(text: str) -> Layout | None:
+    return _parsed_layout(text) if text else None
+
+
+def _dir_layout(text: str) -> str:
+    """The canonical text of a directory default (the form the library compares), "" for none."""
+    return canonical_template(_parsed_layout(text)) if text else ""
+
+
 TRACE_TYPES: dict[str, Callable[[str], object]] = {
     "path": _absolute, "bytes_written": _int(0), "file_size": _int(-1), "stripe_count": _int(-1),
     "stripe_size": _int(0), "rank": _int(0), "comm_size": _int(1), "open_time": _time, "pid": _int(1),
-    "host": _text, "app": _text, "job": _text,
+    "host": _text, "app": _text, "job": _text, "layout": _layout, "dir_layout": _dir_layout,
 }
 COUNTS_TYPES: dict[str, Callable[[str], object]] = {
     "app": _text, "job": _text, "host": _text, "pid": _int(1), "rank": _int(0), "hits": _int(0),
-    "misses": _int(0), "errors": _int(0), "started": _time, "ended": _time,
+    "misses": _int(0), "errors": _int(0), "started": _time, "ended": _time, "skips": _int(0),
 }
 
 
-def _records(path: Path, columns: tuple[str, ...]) -> Iterator[tuple[int, list[str]]]:
-    """``(line, fields)`` of each data row after checking the header; ValueError naming file and line."""
+def _records(path: Path, headers: tuple[tuple[str, ...], ...]
+             ) -> Iterator[tuple[int, tuple[str, ...], list[str]]]:
+    """``(line, columns, fields)`` of each data row after checking the header is one of ``headers`` (the
+    current one first); ValueError naming file and line."""
     data = path.read_bytes()
     if not data:
         raise ValueError(f"{path}: empty file, not even a header (was its writer killed?)")
@@ -114,7 +154,7 @@ def _records(path: Path, columns: tuple[str, ...]) -> Iterator[tuple[int, list[s
         last = data.count(b"\n") + 1
         raise ValueError(f"{path}: line {last}: file ends mid-row (truncated?)")
     reader = csv.reader(io.StringIO(data.decode("utf-8", "surrogateescape"), newline=""), strict=True)
-    expected = list(columns)
+    columns: tuple[str, ...] = ()
     first = True
     while True:
         line = reader.line_num + 1
@@ -127,20 +167,22 @@ def _records(path: Path, columns: tuple[str, ...]) -> Iterator[tuple[int, list[s
                 raise ValueError(f"{path}: line {line}: file ends inside a quoted field (truncated?)") from None
             raise ValueError(f"{path}: line {line}: not valid CSV ({err})") from None
         if first:
-            if fields != expected:
+            known = [h for h in headers if list(h) == fields]
+            if not known:
                 raise ValueError(f"{path}: line 1: header {','.join(fields)!r} is not the expected "
-                                 f"{','.join(expected)!r}")
+                                 f"{','.join(headers[0])!r}")
+            columns = known[0]
             first = False
             continue
         if len(fields) != len(columns):
             raise ValueError(f"{path}: line {line}: expected {len(columns)} fields, got {len(fields)}")
-        yield line, fields
+        yield line, columns, fields
 
 
-def _read(path: Path, columns: tuple[str, ...], types: dict, row_type: type) -> list:
+def _read(path: Path, headers: tuple[tuple[str, ...], ...], types: dict, row_type: type) -> list:
     path = Path(path)
     rows = []
-    for line, fields in _records(path, columns):
+    for line, columns, fields in _records(path, headers):
         values = {}
         for column, text in zip(columns, fields):
             try:
@@ -152,19 +194,25 @@ def _read(path: Path, columns: tuple[str, ...], types: dict, row_type: type) -> 
 
 
 def read_trace(path: Path | str) -> list[TraceRow]:
-    """The rows of one ``iez-trace.*.csv`` file."""
-    return _read(Path(path), TRACE_COLUMNS, TRACE_TYPES, TraceRow)
+    """The rows of one ``iez-trace.*.csv`` file (either header)."""
+    return _read(Path(path), (TRACE_COLUMNS, TRACE_COLUMNS_V1), TRACE_TYPES, TraceRow)
 
 
 def read_counts(path: Path | str) -> list[CountsRow]:
-    """The rows of one ``iez-counts.*.csv`` file."""
-    return _read(Path(path), COUNTS_COLUMNS, COUNTS_TYPES, CountsRow)
+    """The rows of one ``iez-counts.*.csv`` file (either header)."""
+    return _read(Path(path), (COUNTS_COLUMNS, COUNTS_COLUMNS_V1), COUNTS_TYPES, CountsRow)
 
 
 def write_trace(path: Path | str, rows: list[dict]) -> None:
-    """A trace CSV from row dicts (keys: :data:`TRACE_COLUMNS`), as the library writes it."""
+    """A trace CSV from row dicts (keys: :data:`TRACE_COLUMNS`), as the library writes it.
+
+    Rows without ``layout`` and ``dir_layout`` keys (synthetic runs, which know
+    no directory) are written with the older header: their layouts stay
+    unknown rather than claiming a directory without a default.
+    """
+    columns = TRACE_COLUMNS if any("layout" in r or "dir_layout" in r for r in rows) else TRACE_COLUMNS_V1
     with open(path, "w", encoding="utf-8", errors="surrogateescape", newline="") as out:
         writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(TRACE_COLUMNS)
+        writer.writerow(columns)
         for row in rows:
-            writer.writerow([row[c] for c in TRACE_COLUMNS])
+            writer.writerow([row.get(c, "") if c in ("layout", "dir_layout") else row[c] for c in columns])

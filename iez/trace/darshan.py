@@ -34,6 +34,19 @@ For each file:
   ``stripe_size`` the first component's. Without a LUSTRE record
   ``stripe_size`` and ``ost_ids`` are None and ``stripe_count`` is 1
   (Lustre's default layout, and what the simulator needs: a positive count).
+- ``pool`` and ``components`` (the file's Lustre policy, :mod:`iez.trace.policy`)
+  from the same record. Darshan 3.4 and later (LUSTRE module version 2) record
+  per component its extent, stripe size and count, pattern (Data-on-MDT,
+  overstriping), flags, mirror id and pool name; older logs (version 1, read
+  through libdarshan-util's conversion) one stripe size, width and OST list,
+  no pool. A composite layout (a component flagged as instantiated) gives its
+  template: the components of its first mirror, without OSTs. Darshan only
+  records the components Lustre had instantiated, so when the recorded ones
+  do not reach the end of the file the template is incomplete and is not
+  kept (``components`` None): applying it would end the file where the job
+  stopped writing. ``pool`` is the one pool every recorded component names,
+  else None. Whether the layout came from a directory default Darshan cannot
+  tell, so a stored request's ``default_layout`` stays unknown.
 - Files with ``write_bytes`` 0 (only read, or only opened) are left out
   unless ``keep_read``; Darshan's pseudo-files ``<STDIN>``, ``<STDOUT>`` and
   ``<STDERR>`` are always left out.
@@ -58,11 +71,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
+from iez.model import EOF_END, Component
+from iez.trace.policy import composite, template_json
+
 DEFAULT_STRIPE_COUNT = 1  # Lustre's default layout when the log has no LUSTRE record
 #: Modules with byte counters: (module, counter prefix, has *_MAX_BYTE_WRITTEN).
 BYTE_MODULES = (("POSIX", "POSIX", True), ("STDIO", "STDIO", True), ("MPI-IO", "MPIIO", False))
 OPEN_MODULES = ("H5F",)  # make files known, no bytes
 _PSEUDO = re.compile(r"^<[A-Z]+>$")
+# lustreapi.h: llapi_layout pattern bits; lustre_user.h: LCME_FL_INIT, a component Lustre has instantiated.
+LLAPI_LAYOUT_MDT, LLAPI_LAYOUT_OVERSTRIPING, LCME_FL_INIT = 0x2, 0x4, 0x10
 
 
 @dataclass(frozen=True)
@@ -75,11 +93,14 @@ class DarshanRequest:
     stripe_size: int | None
     rank: int
     ost_ids: tuple[int, ...] | None = None
+    pool: str | None = None
+    components: tuple[Component, ...] = ()  # the PFL template, when the log records all of it
 
     def to_dict(self) -> dict:
         return {"file": self.file, "write_bytes": self.write_bytes, "stripe_count": self.stripe_count,
                 "stripe_size": self.stripe_size, "rank": self.rank,
-                "ost_ids": None if self.ost_ids is None else list(self.ost_ids)}
+                "ost_ids": None if self.ost_ids is None else list(self.ost_ids),
+                "pool": self.pool, "components": template_json(self.components)}
 
 
 @dataclass
@@ -254,8 +275,10 @@ def _requests(report, keep_read: bool) -> list[DarshanRequest]:
         if rank is None:  # only a LUSTRE record
             rank = _shared_rank(lustre_rank for lustre_rank, _ in layouts.get(file_id, ())) or 0
         stripe_count, stripe_size, ost_ids = _layout(layouts.get(file_id), size)
+        pool, components = _policy(layouts.get(file_id))
         requests.append(DarshanRequest(file=name, write_bytes=size, stripe_count=stripe_count,
-                                       stripe_size=stripe_size, rank=rank, ost_ids=ost_ids))
+                                       stripe_size=stripe_size, rank=rank, ost_ids=ost_ids, pool=pool,
+                                       components=components))
     requests.sort(key=lambda r: r.file)
     return requests
 
@@ -272,25 +295,74 @@ def _write_bytes(mods: dict[str, list[_Record]]) -> int:
     return max(layered, estimate(mods.get("MPI-IO", []), False))
 
 
+_FIELDS = {"size": "STRIPE_SIZE", "count": "STRIPE_COUNT", "pattern": "STRIPE_PATTERN", "flags": "FLAGS",
+           "start": "EXT_START", "end": "EXT_END", "mirror": "MIRROR_ID"}
+
+
 def _layouts(report) -> dict[int, list[tuple[int, list[dict]]]]:
-    """Per file id: (rank, components) of its LUSTRE records, components as {size, count, start, osts}."""
+    """Per file id: (rank, components) of its LUSTRE records, components as {size, count, pattern, flags,
+    start, end, mirror, pool, osts} (-1 for a counter the log's version did not record)."""
     if "LUSTRE" not in report.records:
         return {}
     index = _counter_index(report, "LUSTRE")
-    size, count, start = (index[f"LUSTRE_COMP_{c}"] for c in ("STRIPE_SIZE", "STRIPE_COUNT", "EXT_START"))
+    where = {key: index.get(f"LUSTRE_COMP_{name}") for key, name in _FIELDS.items()}
     layouts: dict[int, list[tuple[int, list[dict]]]] = defaultdict(list)
     for rec in _records(report, "LUSTRE"):
-        comps = [{"size": int(c["counters"][size]), "count": int(c["counters"][count]),
-                  "start": int(c["counters"][start]), "osts": [int(o) for o in c["ost_ids"]]}
-                 for c in rec["components"]]
+        comps = []
+        for c in rec["components"]:
+            comp = {key: -1 if i is None else int(c["counters"][i]) for key, i in where.items()}
+            pool = c.get("pool_name", "")
+            comp["pool"] = (pool.decode("ascii", "replace") if isinstance(pool, bytes) else str(pool)).strip("\0")
+            comp["osts"] = [int(o) for o in c["ost_ids"]]
+            comps.append(comp)
         layouts[rec["id"]].append((int(rec["rank"]), comps))
     return layouts
+
+
+def _chosen(records: list[tuple[int, list[dict]]] | None) -> list[dict]:
+    """The components of the record that speaks for the file: rank -1's, else the lowest rank's."""
+    return min(records, key=lambda r: (r[0] != -1, r[0]))[1] if records else []
+
+
+def _component(c: dict) -> Component | None:
+    """The template of one recorded component, None when its fields cannot be one."""
+    pattern = max(c["pattern"], 0)  # -1: not recorded (version 1), plain RAID-0
+    dom = bool(pattern & LLAPI_LAYOUT_MDT)
+    end = EOF_END if c["end"] < 0 else c["end"]
+    pool = c["pool"] or None
+    try:
+        return Component(max(c["start"], 0), end, 0 if dom else c["count"], c["size"] if c["size"] > 0 else None,
+                         pool, (), dom, bool(pattern & LLAPI_LAYOUT_OVERSTRIPING))
+    except ValueError:
+        return None
+
+
+def _policy(records: list[tuple[int, list[dict]]] | None) -> tuple[str | None, tuple[Component, ...]]:
+    """(pool, components) of one file's LUSTRE records (rules in the module text)."""
+    comps = _chosen(records)
+    if not comps:
+        return None, ()
+    pools = {c["pool"] for c in comps}
+    pool = next(iter(pools)) if len(pools) == 1 and "" not in pools else None
+    if not any(c["flags"] > 0 and c["flags"] & LCME_FL_INIT for c in comps):
+        return pool, ()  # a plain layout
+    first_mirror = comps[0]["mirror"]
+    template = [_component(c) for c in comps if c["mirror"] == first_mirror]
+    if not template or None in template or template[-1].end != EOF_END:
+        return pool, ()
+    start, chained = 0, []
+    for c in template:
+        if c.start != start:  # a gap: a component Darshan did not record
+            return pool, ()
+        chained.append(c)
+        start = c.end
+    return pool, tuple(chained) if composite(chained) else ()
 
 
 def _layout(records: list[tuple[int, list[dict]]] | None,
             write_bytes: int) -> tuple[int, int | None, tuple[int, ...] | None]:
     """(stripe_count, stripe_size, ost_ids) of one file's LUSTRE records (rule in the module text)."""
-    comps = min(records, key=lambda r: (r[0] != -1, r[0]))[1] if records else []
+    comps = _chosen(records)
     if not comps:
         return DEFAULT_STRIPE_COUNT, None, None
     used = [c for i, c in enumerate(comps) if i == 0 or c["start"] < write_bytes]

@@ -14,6 +14,14 @@ path, over the rows of every process:
   decide by the same rule;
 - ``stripe_count``: the most common non-zero value (ties: the larger), 1
   when none is known; ``stripe_size``: the same, None when none is known;
+- ``pool`` and ``components`` (the PFL template, :mod:`iez.trace.policy`):
+  those of the file's actual layout (the ``layout`` column, Lustre) when a
+  row has it (the most common one), else of its directory's default
+  (``dir_layout``, the emulation), none when neither is known;
+- ``default_layout``: the directory default's canonical template text
+  (``dir_layout``, the most common value): ``""`` when the directory had
+  none, None when the traces predate the column. The placement library
+  applies the file's allocation only while the directory still has it;
 - files with ``write_bytes`` 0 are dropped unless ``keep_empty``.
 
 Rows are grouped by their ``job`` column: a directory may collect several
@@ -23,7 +31,8 @@ into its own directory.
 
 ``iez-counts.*.csv`` files (what each process's creates found in the DB) are
 summed per (application, job) into runs: hits, misses and errors added,
-earliest start, latest end.
+earliest start, latest end; skips (creates left to Lustre because the
+directory's default had changed) are added up apart from misses.
 """
 
 from __future__ import annotations
@@ -34,7 +43,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from iez.layout.emulated import parse_attr
+from iez.model import Component
 from iez.trace.csvformat import CountsRow, TraceRow, read_counts, read_trace
+from iez.trace.policy import layout_policy, template_json
 
 TRACE_PREFIX, COUNTS_PREFIX, SUFFIX = "iez-trace.", "iez-counts.", ".csv"
 DEFAULT_STRIPE_COUNT = 1  # the library's IEZ_DEFAULT_STRIPE_COUNT default
@@ -49,9 +61,16 @@ class Request:
     stripe_count: int
     stripe_size: int | None
     rank: int
+    pool: str | None = None
+    components: tuple[Component, ...] = ()  # the PFL template, without OSTs
+    default_layout: str | None = None  # canonical template text of the directory's default; "" none, None unknown
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """``file, write_bytes, stripe_count, stripe_size, rank, pool, components`` (the contract's template
+        list, or null) and ``default_layout``."""
+        return {"file": self.file, "write_bytes": self.write_bytes, "stripe_count": self.stripe_count,
+                "stripe_size": self.stripe_size, "rank": self.rank, "pool": self.pool,
+                "components": template_json(self.components), "default_layout": self.default_layout}
 
 
 @dataclass(frozen=True)
@@ -66,6 +85,7 @@ class RunCounts:
     errors: int
     started: float
     ended: float
+    skips: int = 0
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -102,6 +122,26 @@ def _most_common(values: Iterable[int]) -> int | None:
     return max(v for v, n in counts.items() if n == best)
 
 
+def _most_common_of(values: Sequence) -> object:
+    """The most common value (ties: the first seen), None for none."""
+    if not values:
+        return None
+    counts = Counter(values)
+    best = max(counts.values())
+    return next(v for v in values if counts[v] == best)
+
+
+def _policy(group: Sequence[TraceRow]) -> tuple[str | None, tuple[Component, ...], str | None]:
+    """``(pool, components, default_layout)`` of one file's rows (rules in the module text)."""
+    rows = sorted(group, key=lambda r: r.open_time)
+    default = _most_common_of([r.dir_layout for r in rows if r.dir_layout is not None])
+    layout = _most_common_of([r.layout for r in rows if r.layout is not None])
+    if layout is None and default:
+        layout = parse_attr(default, rows[0].source or "dir_layout")
+    pool, components = layout_policy(layout)
+    return pool, components, default
+
+
 def _rank(rows: Sequence[TraceRow]) -> int:
     writers = [r for r in rows if r.bytes_written > 0] or rows
     ranks = {r.rank for r in writers}
@@ -122,12 +162,16 @@ def merge_requests(rows: Iterable[TraceRow], keep_empty: bool = False) -> list[R
         write_bytes = max(sizes) if sizes else sum(r.bytes_written for r in group)
         if write_bytes == 0 and not keep_empty:
             continue
+        pool, components, default = _policy(group)
         requests.append(Request(
             file=path,
             write_bytes=write_bytes,
             stripe_count=_most_common(r.stripe_count for r in group) or DEFAULT_STRIPE_COUNT,
             stripe_size=_most_common(r.stripe_size for r in group),
             rank=_rank(group),
+            pool=pool,
+            components=components,
+            default_layout=default,
         ))
     return requests
 
@@ -138,7 +182,8 @@ def summarise_counts(rows: Iterable[CountsRow]) -> list[RunCounts]:
     for row in rows:
         groups[(row.app, row.job)].append(row)
     runs = [RunCounts(app, job, len(group), sum(r.hits for r in group), sum(r.misses for r in group),
-                      sum(r.errors for r in group), min(r.started for r in group), max(r.ended for r in group))
+                      sum(r.errors for r in group), min(r.started for r in group), max(r.ended for r in group),
+                      sum(r.skips for r in group))
             for (app, job), group in groups.items()]
     return sorted(runs, key=lambda r: (r.started, r.app, r.job))
 

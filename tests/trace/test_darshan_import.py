@@ -6,6 +6,7 @@ The logs and the facts asserted come from ``tests/data/darshan`` and its README 
 from __future__ import annotations
 
 import csv
+import importlib.util
 import json
 from functools import cache
 from pathlib import Path
@@ -16,6 +17,8 @@ from conftest import fresh_db, iez_cli
 from iez.config import database_url
 from iez.db.engine import make_engine, read
 from iez.db.requests import app_summary
+from iez.layout.model import request_policy
+from iez.model import EOF_END, Component
 from iez.sim.workloads import load_requests
 from iez.trace.darshan import DarshanRequest, import_darshan, read_log
 
@@ -122,6 +125,21 @@ def test_ior_posix_one_shared_file(imported):
         "/home/snyder/software/ior/build/testFile", 16 * MIB, -1, 1, MIB, (102,))
 
 
+def test_ior_posix_keeps_its_pool_but_not_its_incomplete_pfl_template(imported):
+    """Its LUSTRE record (module version 2) has one component in pool ddn_ssd, flagged instantiated (PFL) and
+    ending at 500 GiB: Lustre had not instantiated the rest, so the template is not known to the end."""
+    (r,) = imported("ior-posix-16ranks")
+    assert r.pool == "ddn_ssd" and r.components == ()
+
+
+def test_version_1_lustre_records_give_no_pool_nor_template(imported):
+    """Theta's logs predate per-component records: stripe size, width and OSTs only."""
+    for name in ("theta-imbalanced-io", "e3sm-io-512ranks"):
+        assert all(r.pool is None and r.components == () for r in imported(name, True))
+    (r,) = imported("mpi-io-test-3.5.0")  # version 2, plain layout, no pool
+    assert r.pool is None and r.components == ()
+
+
 def test_mpi_io_test_one_shared_file(imported):
     (r,) = imported("mpi-io-test-3.5.0")
     assert (r.write_bytes, r.rank, r.stripe_count, r.ost_ids) == (64 * MIB, -1, 1, (1,))
@@ -155,7 +173,7 @@ def test_json_contract():
         assert {"file", "write_bytes", "stripe_count", "stripe_size", "rank", "ost_ids"} <= set(row)
     shared = next(row for row in rows if row["file"] == THETA_SHARED)
     assert shared == {"file": THETA_SHARED, "write_bytes": 52_938_395_468, "stripe_count": 1,
-                      "stripe_size": MIB, "rank": -1, "ost_ids": [29]}
+                      "stripe_size": MIB, "rank": -1, "ost_ids": [29], "pool": None, "components": None}
     assert "ran out of record memory" in proc.stderr  # the note goes to stderr, JSON stays clean
     empty = iez_cli("trace", "import-darshan", log("empty"), "--json")
     assert empty.returncode == 0 and json.loads(empty.stdout) == []
@@ -248,3 +266,77 @@ def test_store_needs_an_app_and_db_needs_store(tmp_path):
     assert no_app.returncode == 2 and "--store needs --app NAME" in no_app.stderr
     stray = iez_cli("trace", "import-darshan", log("ior-posix-16ranks"), "--db", db)
     assert stray.returncode == 2 and "--db and --app only apply with --store" in stray.stderr
+
+
+# --- composite (PFL) layouts: a log written by libdarshan-util (tests/trace/data/make_pfl_log.py) ------------
+
+PFL_LOG = Path(__file__).resolve().parent / "data" / "pfl-synthetic.darshan"
+PFL_DIR = "/lustre/scratch/pfl"
+
+
+def test_pfl_components_pools_dom_and_overstriping():
+    r = by_file(import_darshan(PFL_LOG))
+    assert sorted(r) == [f"{PFL_DIR}/{n}" for n in ("dom.dat", "over.dat", "partial.dat", "pfl.dat", "plain.dat")]
+    pfl = r[f"{PFL_DIR}/pfl.dat"]
+    assert (pfl.write_bytes, pfl.rank, pfl.pool) == (200 * MIB, -1, "flash")
+    assert pfl.components == (Component(0, 4 * MIB, 1, MIB, "flash"), Component(4 * MIB, 64 * MIB, 4, MIB, "flash"),
+                              Component(64 * MIB, EOF_END, 8, 4 * MIB, "flash"))
+    assert pfl.ost_ids == (3, 4, 5, 6, 7, 0, 1, 2) and pfl.stripe_count == 8  # every component 200 MiB reaches
+    dom = r[f"{PFL_DIR}/dom.dat"]
+    assert dom.pool is None and dom.components == (Component(0, MIB, 0, MIB, dom=True),
+                                                   Component(MIB, EOF_END, 2, MIB))
+    assert dom.ost_ids == (1, 2)
+    over = r[f"{PFL_DIR}/over.dat"]
+    assert over.components == (Component(0, EOF_END, 4, MIB, overstriping=True),)
+    partial = r[f"{PFL_DIR}/partial.dat"]  # only [0, 4 MiB) instantiated: no template, the pool stays
+    assert (partial.pool, partial.components, partial.ost_ids) == ("flash", (), (6,))
+    plain = r[f"{PFL_DIR}/plain.dat"]  # not composite: a pool, no template
+    assert (plain.pool, plain.components, plain.ost_ids, plain.stripe_count) == ("disk", (), (8, 9), 2)
+
+
+def test_the_pfl_log_is_what_its_script_writes(tmp_path):
+    """The committed log and a fresh one from the script (same library) import the same."""
+    spec = importlib.util.spec_from_file_location("make_pfl_log", PFL_LOG.with_name("make_pfl_log.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    fresh = module.write(tmp_path / "fresh.darshan")
+    assert import_darshan(fresh) == import_darshan(PFL_LOG)
+
+
+def test_pfl_json_table_and_out(tmp_path):
+    out = tmp_path / "pfl.csv"
+    proc = iez_cli("trace", "import-darshan", str(PFL_LOG), "--json", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    rows = {Path(r["file"]).name: r for r in json.loads(proc.stdout)}
+    assert rows["pfl.dat"]["pool"] == "flash"
+    assert rows["pfl.dat"]["components"] == [
+        {"end": 4 * MIB, "stripe_count": 1, "stripe_size": MIB, "pool": "flash"},
+        {"end": 64 * MIB, "stripe_count": 4, "stripe_size": MIB, "pool": "flash"},
+        {"end": -1, "stripe_count": 8, "stripe_size": 4 * MIB, "pool": "flash"}]
+    assert rows["dom.dat"]["components"][0] == {"end": MIB, "stripe_count": 0, "stripe_size": MIB, "pattern": "mdt"}
+    assert rows["plain.dat"]["components"] is None and rows["plain.dat"]["pool"] == "disk"
+    with open(out, newline="") as f:
+        written = {Path(r["file"]).name: r for r in csv.DictReader(f)}
+    assert written["pfl.dat"]["pool"] == "flash"
+    assert request_policy(written["pfl.dat"]["pool"], written["pfl.dat"]["components"], "csv") == (
+        "flash", by_file(import_darshan(PFL_LOG))[f"{PFL_DIR}/pfl.dat"].components)
+    assert written["plain.dat"]["components"] == ""
+    table = iez_cli("trace", "import-darshan", str(PFL_LOG))
+    assert table.returncode == 0, table.stderr
+    line = next(x for x in table.stdout.splitlines() if x.endswith("/pfl.dat"))
+    assert line.split()[4:7] == ["3,4,5,6,7,0,1,2", "flash", "3"]  # OSTs, pool, components
+
+
+def test_pfl_store_keeps_pool_and_template_and_leaves_the_default_unknown(tmp_path):
+    db = fresh_db("sqlite", tmp_path, "darshan_pfl")
+    proc = iez_cli("trace", "import-darshan", str(PFL_LOG), "--store", "--app", "pfl", "--db", db)
+    assert proc.returncode == 0, proc.stderr
+    engine = make_engine(database_url(db))
+    try:
+        stored = {Path(r["file"]).name: r for r in read(engine, lambda conn: app_summary(conn, "pfl"))["requests"]}
+    finally:
+        engine.dispose()
+    assert stored["pfl.dat"]["pool"] == "flash" and len(stored["pfl.dat"]["components"]) == 3
+    assert stored["dom.dat"]["components"][0]["pattern"] == "mdt"
+    assert (stored["plain.dat"]["pool"], stored["plain.dat"]["components"]) == ("disk", None)
+    assert {r["default_layout"] for r in stored.values()} == {None}  # Darshan cannot tell
