@@ -91,6 +91,24 @@ def pin(engine: Engine, path: str, stripe_size: int, osts: Sequence[int]) -> All
     return Allocation(path, stripe_size, tuple(osts), MANUAL)
 
 
+def pin_layout(engine: Engine, path: str, layout: Layout, pool: str | None = None) -> Allocation:
+    """Store a pooled or composite layout chosen by hand (``iez alloc add --pool/--layout``): the placed
+    components' OSTs in the plain columns, the layout text the library applies in ``layout``, ``pool`` (default:
+    the layout's). The caller has checked it against Lustre's rules (:mod:`iez.layout.rules`)."""
+    check_path(path)
+    if not layout.osts:
+        raise ValueError("the layout places no OST: give osts to at least one component")
+    allocation = Allocation(path, layout.stripe_size, layout.osts, MANUAL, pool or layout.pool, layout.components)
+    with write_session(engine) as session:
+        _retire_paths(session, [path])
+        session.add(
+            AllocationRow(path=path, stripe_size=layout.stripe_size, stripe_count=len(layout.osts),
+                          osts=osts_text(layout.osts), policy=MANUAL, created=utcnow(), pool=allocation.pool,
+                          layout=layout_text(allocation))
+        )
+    return allocation
+
+
 def pending_requests(session: Session, app_id: int) -> list[WriteRequestRow]:
     """The application's requests without a live allocation (refused ones included), rank order."""
     return list(
