@@ -216,21 +216,19 @@ def template_from_extents(ends: Sequence[tuple[int, int, int | None, str | None]
 def component_stripe_bytes(component: Component, file_bytes: int) -> list[int]:
     """Bytes each stripe object of a placed ``component`` holds for a file of ``file_bytes``.
 
-    Lustre stripes by the file offset: byte ``x`` of the extent is in stripe
-    ``(x // stripe_size) % stripe_count`` (extents are stripe-size aligned, so
-    this is also RAID-0 from the extent's start when it is a multiple of a round).
+    Lustre stripes by the file offset (``lov_stripe_number``): byte ``x`` of
+    the extent is in stripe ``(x // stripe_size) % stripe_count``, also when
+    the extent starts inside a stripe unit (an extent's end is aligned to its
+    own stripe size, not to the next component's). So the extent holds, per
+    stripe, RAID-0 of the file up to its end less RAID-0 up to its start.
     """
     count, size = len(component.osts), component.stripe_size or 0
-    out = [0] * count
     length = component.bytes_in(file_bytes)
     if not count or not length:
-        return out
-    first_unit = component.start // size
-    skew = first_unit % count  # the stripe the extent's first unit lands on
-    per_stripe = raid0_bytes(length, size, count)
-    for i, b in enumerate(per_stripe):
-        out[(i + skew) % count] += b
-    return out
+        return [0] * count
+    before = raid0_bytes(component.start, size, count)
+    upto_end = raid0_bytes(component.start + length, size, count)
+    return [b - a for a, b in zip(before, upto_end)]
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,18 @@
 """Bytes per OST below a directory, from each file's layout and size: what a placement achieved.
 
 Each regular file (symbolic links are not followed, hard links count once)
-with a layout puts ``raid0_bytes(st_size, stripe_size, stripe_count)[i]``
+with a plain layout puts ``raid0_bytes(st_size, stripe_size, stripe_count)[i]``
 bytes on ``osts[i]``: its logical size striped RAID-0, so a sparse file counts
 its holes, and space the file system adds (metadata, pre-allocation) is not
-seen. Files without a layout count as ``unplaced``; files that vanish during
-the walk are left out; unreadable directories, files and malformed layouts
-are reported as problems and counted as ``skipped_files``.
+seen. A composite (PFL) layout charges each component the bytes of the file
+that fall in its extent, striped over the component's OSTs by the file offset
+(:func:`iez.model.component_stripe_bytes`): a component the file's size does
+not reach holds nothing, one without OSTs (Lustre has not instantiated it)
+charges no OST, and a Data-on-MDT component's bytes are counted apart as
+``mdt_bytes``, outside OSTCost. Files without a layout count as
+``unplaced``; files that vanish during the walk are left out; unreadable
+directories, files and malformed layouts are reported as problems and counted
+as ``skipped_files``.
 
 The OST pool is ``0..N-1`` with ``osts=N``, else the OSTs the layouts name.
 ``OSTCost = max / mean`` over the pool, OSTs holding nothing included (1.0 is
@@ -24,9 +30,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from iez.layout.model import lexical_abspath
+from iez.layout.model import Layout, lexical_abspath
 from iez.layout.read import LayoutReader
-from iez.model import raid0_bytes
+from iez.model import component_stripe_bytes, raid0_bytes
 
 
 @dataclass
@@ -37,6 +43,7 @@ class Usage:
     unplaced_files: int = 0
     unplaced_bytes: int = 0
     skipped_files: int = 0
+    mdt_bytes: int = 0  # bytes in Data-on-MDT components: on the MDT, no OST holds them
     bytes_per_ost: dict[int, int] = field(default_factory=dict)
     pool: list[int] = field(default_factory=list)
     ost_size: int | None = None
@@ -64,7 +71,7 @@ class Usage:
             osts.append(row)
         return {"dir": self.dir, "files": self.files, "placed_files": self.placed_files,
                 "unplaced_files": self.unplaced_files, "unplaced_bytes": self.unplaced_bytes,
-                "skipped_files": self.skipped_files, "osts": osts, "ost_cost": self.ost_cost,
+                "skipped_files": self.skipped_files, "mdt_bytes": self.mdt_bytes, "osts": osts, "ost_cost": self.ost_cost,
                 "mean_bytes": self.mean_bytes, "max_bytes": self.max_bytes}
 
 
@@ -101,6 +108,14 @@ def regular_files(root: str, problems: list[str]) -> Iterator[tuple[str, os.stat
                 problems.append(str(err))
 
 
+def ost_bytes(layout: Layout, file_bytes: int) -> list[tuple[int, int]]:
+    """``(OST, bytes)`` per stripe object of a ``file_bytes`` file (0 for a placed component not reached)."""
+    if not layout.components:
+        return list(zip(layout.osts, raid0_bytes(file_bytes, layout.stripe_size, layout.stripe_count)))
+    return [pair for c in layout.components if c.osts
+            for pair in zip(c.osts, component_stripe_bytes(c, file_bytes))]
+
+
 def usage(root: str, osts: int | None = None, ost_size: int | None = None,
           reader: LayoutReader | None = None) -> Usage:
     """Bytes per OST of the files below ``root`` (see the module text for the rules)."""
@@ -133,8 +148,9 @@ def usage(root: str, osts: int | None = None, ost_size: int | None = None,
             continue
         layout, _source = found
         result.placed_files += 1
-        for ost, nbytes in zip(layout.osts, raid0_bytes(st.st_size, layout.stripe_size, layout.stripe_count)):
+        for ost, nbytes in ost_bytes(layout, st.st_size):
             per_ost[ost] = per_ost.get(ost, 0) + nbytes
+        result.mdt_bytes += sum(c.bytes_in(st.st_size) for c in layout.components if c.dom)
     if osts is None:
         result.pool = sorted(per_ost)
     else:

@@ -189,18 +189,13 @@ def test_lustre_v1_layout_parses():
 
 @pytest.mark.parametrize("magic", [0x0BD30BD0, 0x0BD50BD0])
 def test_lustre_v3_layout_parses_after_the_pool_name(magic):
-    raw = lum(magic, 4 << 20, [12, 0], pool=b"flash") + bytes(4096)  # the rest of the ioctl buffer
-    assert parse_lov_user_md(raw, "/l/f") == Layout(4 << 20, (12, 0))
+    raw = lum(magic, 4 << 20, [12, 0], pool=b"flash") + bytes(4096)  # bytes past the layout are ignored
+    assert parse_lov_user_md(raw, "/l/f") == Layout(4 << 20, (12, 0), "flash")
+    assert parse_lov_user_md(lum(magic, 4 << 20, [12, 0], pool=b""), "/l/f") == Layout(4 << 20, (12, 0))
 
 
 def test_lustre_overstriping_keeps_repeated_osts():
     assert parse_lov_user_md(lum(0x0BD10BD0, 1 << 20, [5, 5, 6], pattern=0x201), "/l/f").osts == (5, 5, 6)
-
-
-def test_lustre_composite_layout_is_refused_clearly():
-    raw = struct.pack("<IIIHHH", 0x0BD60BD0, 200, 1, 0, 2, 0) + bytes(200)
-    with pytest.raises(ValueError, match=r"^/l/pfl: composite \(PFL\) layouts are not supported yet$"):
-        parse_lov_user_md(raw, "/l/pfl")
 
 
 @pytest.mark.parametrize("raw, reason", [
@@ -208,7 +203,9 @@ def test_lustre_composite_layout_is_refused_clearly():
     (lum(0x0BD30BD0, 1 << 20, [1], pool=b"p")[:60], "says 1 stripes (72 bytes) but only 60 bytes"),
     (lum(0x0BD10BD0, 1 << 20, [1])[:20], "shorter than a lov_user_md header"),
     (lum(0xD00BD10B, 1 << 20, [1]), "unknown Lustre layout magic 0xD00BD10B"),
-    (lum(0x0BD10BD0, 1 << 20, [1], pattern=0x100), "pattern 0x100 is not RAID-0"),
+    (lum(0x0BD10BD0, 1 << 20, [1], pattern=0x002), "pattern 0x2 is not RAID-0 or Data-on-MDT"),
+    (lum(0x0BD10BD0, 1 << 20, [1], pattern=0x100), "plain Lustre layout with the Data-on-MDT pattern"),
+    (lum(0x0BD30BD0, 1 << 20, [1], pool=b"bad pool"), "pool 'bad pool' is not a Lustre pool name"),
     (lum(0x0BD10BD0, 0, [1]), "stripe size 0"),
 ])
 def test_lustre_bad_buffers_are_errors_naming_the_file(raw, reason):
