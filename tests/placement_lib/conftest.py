@@ -240,6 +240,9 @@ def assert_layouts_match_db(db: str, root: Path) -> None:
     assert layouts_below(root) == db_layouts(db, files)
 
 
+COUNTS_HEADER = ["app", "job", "host", "pid", "rank", "hits", "misses", "errors", "started", "ended", "skips"]
+
+
 def counts_rows(state_dir: Path) -> list[dict[str, str]]:
     """The counts CSVs (placement_lib/README.md "Counts CSV") of $IEZ_STATE_DIR/runs, one dict per file."""
     import csv
@@ -251,7 +254,9 @@ def counts_rows(state_dir: Path) -> list[dict[str, str]]:
     for path in sorted(runs.iterdir()):
         assert path.name.startswith("iez-counts.") and path.suffix == ".csv", f"unexpected file {path.name} in runs/"
         with path.open(newline="") as fh:
-            reader = list(csv.DictReader(fh))
+            dict_reader = csv.DictReader(fh)
+            reader = list(dict_reader)
+        assert dict_reader.fieldnames == COUNTS_HEADER, f"{path.name}: header {dict_reader.fieldnames}"
         assert len(reader) == 1, f"{path.name} holds {len(reader)} rows"
         rows.append(reader[0])
     return rows

@@ -160,11 +160,11 @@ def test_counts_columns_and_where_they_go(shared_db, runner, state_dir, tmp_path
     files = sorted(trace_dir.iterdir())
     assert len(files) == 1 and files[0].name.startswith("iez-counts.") and files[0].suffix == ".csv"
     lines = files[0].read_text().splitlines()
-    assert lines[0] == "app,job,host,pid,rank,hits,misses,errors,started,ended"
+    assert lines[0] == "app,job,host,pid,rank,hits,misses,errors,started,ended,skips"
     assert lines[1].startswith('"my app, ""quoted""",77,' + os.uname().nodename + ",")
     row = counts_rows_from(files[0])
-    assert (row["app"], row["job"], row["rank"], row["hits"], row["misses"], row["errors"]) == (
-        'my app, "quoted"', "77", "0", "1", "1", "0")
+    assert (row["app"], row["job"], row["rank"], row["hits"], row["misses"], row["errors"], row["skips"]) == (
+        'my app, "quoted"', "77", "0", "1", "1", "0", "0")
     assert before - 1 <= float(row["started"]) <= float(row["ended"]) <= after + 1
 
     # IEZ_RUN_ID wins over the batch systems' variables

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 LIB = ROOT / "placement_lib" / "build" / "libiez.so"
 APPS = ROOT / "placement_lib" / "tests" / "apps"
 HEADER = ["path", "bytes_written", "file_size", "stripe_count", "stripe_size", "rank", "comm_size",
-          "open_time", "pid", "host", "app", "job"]
+          "open_time", "pid", "host", "app", "job", "layout", "dir_layout"]
 MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", "OMPI_MCA_rmaps_base_oversubscribe": "1"}
 
 pytestmark = pytest.mark.timeout(180)
