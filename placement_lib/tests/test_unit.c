@@ -4,9 +4,12 @@
 #include "iez.h"
 #include "lustre.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 static int failures, checks;
@@ -120,6 +123,111 @@ static void test_lum(void)
     free(l);
 }
 
+/* Text read back after formatting is the same layout; malformed text is refused, never read past. */
+static void test_layout_text_robustness(void)
+{
+    static const char base[] = "version=2 comp=0:1048576:1048576:0:mdt comp=1048576:67108864:1048576:4:1,2,5,6:"
+                               "pool=flash comp=67108864:eof:-:-1:-:overstripe";
+    struct iez_layout *l = calloc(1, sizeof *l), *again = calloc(1, sizeof *again);
+    char out[1024], out2[1024];
+    CHECK(iez_layout_parse(base, strlen(base), l) == 0);
+    CHECK(l->ncomps == 3 && l->nosts == 4 && l->comps[0].dom && l->comps[2].stripe_count == -1);
+    CHECK(iez_layout_format(l, out, sizeof out) == (int)strlen(base));
+    STREQ(out, base);
+    CHECK(iez_layout_format(l, out, 40) == -1); /* too small: refused, not truncated */
+    CHECK(iez_layout_template(l, out, sizeof out) > 0);
+    STREQ(out, "version=2 comp=0:1048576:1048576:0:mdt comp=1048576:67108864:1048576:4:-:pool=flash "
+               "comp=67108864:eof:-:-1:-:overstripe");
+    /* every prefix and every one-byte change: parsed or refused, and what parses formats and reads back */
+    char *copy = malloc(sizeof base); /* heap, exactly the text: ASan sees any read past it */
+    int parsed = 0;
+    for (size_t n = 0; n < sizeof base - 1; n++) {
+        for (int change = 0; change < 4; change++) {
+            memcpy(copy, base, sizeof base - 1);
+            static const char repl[] = { 0, ' ', ':', '9' };
+            if (change)
+                copy[n] = repl[change];
+            size_t len = change ? sizeof base - 1 : n;
+            if (iez_layout_parse(copy, len, l) != 0)
+                continue;
+            parsed++;
+            int m = iez_layout_format(l, out, sizeof out);
+            CHECK(m > 0 && iez_layout_parse(out, (size_t)m, again) == 0);
+            CHECK(iez_layout_format(again, out2, sizeof out2) == m && !strcmp(out, out2));
+        }
+    }
+    CHECK(parsed > 0);
+    free(copy);
+    free(l);
+    free(again);
+}
+
+/* A composite layout's LL_IOC_LOV_SETSTRIPE buffer read back as Lustre would return it;
+ * truncated and corrupted buffers are refused without reading past them. */
+static void test_comp_lum(void)
+{
+    static const char text[] = "version=2 comp=0:1048576:1048576:0:mdt comp=1048576:eof:2097152:3:4,0,9:pool=ssd";
+    struct iez_layout *l = calloc(1, sizeof *l), *back = calloc(1, sizeof *back);
+    CHECK(iez_layout_parse(text, strlen(text), l) == 0);
+    long n = iez_lustre_lum_size(l);
+    CHECK(n == 32 + 2 * 48 + 48 + 48 + 3 * 24);
+    unsigned char *buf = malloc((size_t)n);
+    CHECK(iez_lustre_build_lum(l, buf, (size_t)n) == n);
+    CHECK(iez_lustre_build_lum(l, buf, (size_t)n - 1) == -1);
+    /* as read back: the components are instantiated */
+    struct iez_lov_comp_md_entry_v1 e;
+    for (int i = 0; i < 2; i++) {
+        memcpy(&e, buf + 32 + i * sizeof e, sizeof e);
+        e.lcme_flags = IEZ_LCME_FL_INIT;
+        memcpy(buf + 32 + i * sizeof e, &e, sizeof e);
+    }
+    char out[512];
+    CHECK(iez_lustre_parse_lum(buf, (size_t)n, back, 1) == 0);
+    CHECK(iez_layout_format(back, out, sizeof out) > 0);
+    STREQ(out, text);
+    CHECK(back->stripe_count == 3 && back->stripe_size == 2097152);
+    CHECK(iez_lustre_parse_lum(buf, (size_t)n, back, 0) == 0); /* a directory's default: no objects */
+    CHECK(iez_layout_format(back, out, sizeof out) > 0);
+    STREQ(out, "version=2 comp=0:1048576:1048576:0:mdt comp=1048576:eof:2097152:3:-:pool=ssd");
+    for (long len = 0; len < n; len++) {
+        unsigned char *cut = malloc((size_t)len + 1); /* exactly len bytes in use: ASan catches a read past */
+        memcpy(cut, buf, (size_t)len);
+        CHECK(iez_lustre_parse_lum(cut, (size_t)len, back, 1) == -1);
+        free(cut);
+    }
+    for (long at = 0; at < n; at++) {
+        unsigned char saved = buf[at];
+        buf[at] ^= 0xA5;
+        if (iez_lustre_parse_lum(buf, (size_t)n, back, 1) == 0)
+            CHECK(back->ncomps >= 0 && back->ncomps <= IEZ_MAX_COMPS && back->nosts <= IEZ_MAX_STRIPES);
+        buf[at] = saved;
+    }
+    free(buf);
+    free(l);
+    free(back);
+}
+
+/* The emulated directory default as the canonical template: none, set, malformed. */
+static void test_dir_default(void)
+{
+    char dir[] = "/tmp/iez-unit-XXXXXX", file[64], out[IEZ_TEMPLATE_MAX];
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(file, sizeof file, "%s/f.dat", dir);
+    CHECK(iez_dir_default_template(file, 0, out, sizeof out) == 0);
+    STREQ(out, "");
+    static const char v1[] = "version=1 stripe_size=1048576 stripe_count=2 osts=3,4";
+    if (setxattr(dir, "user.iez.layout", v1, strlen(v1), 0) == 0) {
+        CHECK(iez_dir_default_template(file, 0, out, sizeof out) == 0);
+        STREQ(out, "version=2 comp=0:eof:1048576:2:-");
+        CHECK(setxattr(dir, "user.iez.layout", "version=2 comp=", 15, 0) == 0);
+        CHECK(iez_dir_default_template(file, 0, out, sizeof out) == -2);
+    } else {
+        CHECK(errno == ENOTSUP); /* no user attributes here: no default can be set either */
+    }
+    CHECK(iez_dir_default_template("/nonexistent-iez-dir/f", 0, out, sizeof out) == -1);
+    rmdir(dir);
+}
+
 static void test_urls(void)
 {
     struct iez_mysql_url u;
@@ -167,6 +275,9 @@ int main(void)
     test_paths();
     test_layout_text();
     test_lum();
+    test_layout_text_robustness();
+    test_comp_lum();
+    test_dir_default();
     test_urls();
     test_csv_and_escape();
     if (failures) {

@@ -357,6 +357,12 @@ def pin_rows(db: str, rows: dict) -> None:
         engine.dispose()
 
 
+@pytest.fixture(params=["plain", "sanitized"])
+def any_runner(request):
+    """The plain build and the ASan+UBSan one (whose reports on stderr fail the tests that expect none)."""
+    return request.getfixturevalue("runner" if request.param == "plain" else "san_runner")
+
+
 PFL_POOL = "version=2 comp=0:1048576:1048576:0:mdt comp=1048576:eof:1048576:4:1,2,5,6:pool=flash"
 POOL_PLAIN = "version=2 comp=0:eof:4194304:2:9,4:pool=ssd"
 OVERSTRIPED = "version=2 comp=0:4194304:1048576:4:3,3,7,7:overstripe comp=4194304:eof:4194304:2:1,2:pool=disk"
@@ -364,8 +370,9 @@ OVERSTRIPED = "version=2 comp=0:4194304:1048576:4:3,3,7,7:overstripe comp=419430
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("backend", ["sqlite", "mariadb"])
-def test_pool_and_pfl_allocations_become_exactly_their_version2_attribute(backend, runner, shared_db, state_dir,
-                                                                         tmp_path):
+def test_pool_and_pfl_allocations_become_exactly_their_version2_attribute(backend, any_runner, shared_db,
+                                                                         state_dir, tmp_path):
+    runner = any_runner
     db = shared_db(backend)
     work = tmp_path / "work"
     work.mkdir()
@@ -388,7 +395,9 @@ T2 = "version=2 comp=0:eof:-:8:-"  # what the user set since
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("backend", ["sqlite", "mariadb"])
-def test_a_changed_directory_default_gets_the_plain_call_and_a_skip(backend, runner, shared_db, state_dir, tmp_path):
+def test_a_changed_directory_default_gets_the_plain_call_and_a_skip(backend, any_runner, shared_db, state_dir,
+                                                                   tmp_path):
+    runner = any_runner
     db = shared_db(backend)
     work = tmp_path / "work"
     dirs = {name: work / name for name in ("same", "none", "unchecked", "respelled", "changed", "set-since",
