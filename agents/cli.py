@@ -4,9 +4,10 @@
     iez-agent --once --json --lctl-output saved.txt --oss-id oss1
     iez-agent keys DIR [NAME]
 
-Every interval it reads the OSTs of this OSS (capacity and read/write byte counters),
-the CPU and memory utilisation of the host, and publishes one message (schema
-``iez.oss-stats`` v1, agents/SCHEMA.md) to the MDS. ``--once`` reads once;
+Every interval it reads the OSTs of this OSS (capacity, read/write byte counters and
+the state switches degraded, readonly and no_precreate), the CPU and memory
+utilisation of the host, and publishes one message (schema ``iez.oss-stats`` v2,
+agents/SCHEMA.md) to the MDS. ``--once`` reads once;
 ``--json`` prints each message on stdout as one JSON line. Settings come from
 ``--config FILE`` or ``$IEZ_AGENT_CONFIG``; flags override them. Errors print one
 line on stderr and exit with status 2. SIGTERM and SIGINT stop it cleanly (status 0).
@@ -84,8 +85,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="iez-agent", description="OSS agent of iez: publishes OST capacity and I/O counters "
-                                              "and host CPU/memory utilisation to the MDS over ZeroMQ.",
+    p = _Parser(prog="iez-agent", description="OSS agent of iez: publishes OST capacity, I/O counters and "
+                                              "states and host CPU/memory utilisation to the MDS over ZeroMQ.",
                 epilog="'iez-agent keys DIR [NAME]' creates a CURVE key pair. Message schema: agents/SCHEMA.md.")
     p.add_argument("--version", action="version", version=f"iez-agent {__version__}")
     run = p.add_argument_group("running")

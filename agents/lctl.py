@@ -16,6 +16,13 @@ The agent reads, per OST:
   the byte count is ``<sum>``, the third number after the unit (Lustre appends the
   sum of squares when the counter keeps a standard deviation, so "the last number"
   would be wrong on such servers).
+* The OST's own state switches, each ``0`` or ``1`` (``lproc_ofd.c`` prints ``%u``):
+  ``obdfilter.<ost>.degraded`` (RAID rebuild: Lustre's allocator avoids the OST
+  while others fit), ``obdfilter.<ost>.readonly`` (no modification at all, LU-12515)
+  and ``obdfilter.<ost>.no_precreate`` (no new objects, LU-12998; the ``N`` of
+  ``lfs df``). Older servers lack some of them: a switch not printed is unknown,
+  and an unknown switch counts as off. The OST's *state* is the most restrictive
+  switch that is on (:data:`STATE_ORDER`).
 
 MDT, MGS and any other targets are ignored. OST names are ``<fsname>-OST<hex index>``
 for any file system name; the index is hexadecimal (``OST000a`` is 10).
@@ -31,13 +38,16 @@ from agents import AgentError
 
 __all__ = [
     "Counter",
+    "FLAG_STATES",
     "OstReading",
+    "STATE_ORDER",
     "Param",
     "ParseError",
     "collect_osts",
     "ost_index",
     "parse_file",
     "parse_stats",
+    "most_restrictive",
     "parse_text",
     "split_param",
 ]
@@ -54,6 +64,29 @@ _COUNTER_LINE = re.compile(r"^(?P<name>\S+)\s+(?P<count>\S+)\s+samples\s+\[(?P<u
 #: Counters read from ``obdfilter.<ost>.stats``, and the field each one fills.
 BYTE_COUNTERS = {"read_bytes": "read_bytes", "write_bytes": "write_bytes"}
 CAPACITY_PARAMS = {"kbytestotal": "kbytes_total", "kbytesavail": "kbytes_avail"}
+#: ``obdfilter.<ost>.<switch>`` -> the state it puts the OST in when it is 1.
+FLAG_STATES = {"degraded": "degraded", "no_precreate": "nocreate", "readonly": "readonly"}
+#: OST states from the least to the most restrictive for new stripes. When sources
+#: disagree (two switches on, or the OSS and the MDS) the most restrictive wins:
+#: degraded still takes stripes when nothing else fits, nocreate takes no new
+#: objects, readonly takes no writes at all, and an OST the MDS set inactive is
+#: not used by it at all.
+STATE_ORDER = ("active", "degraded", "nocreate", "readonly", "inactive")
+_STATE_RANK = {state: rank for rank, state in enumerate(STATE_ORDER)}
+
+
+def most_restrictive(states) -> str:
+    """The most restrictive of ``states`` (``active`` when there are none).
+
+    An unknown state is a ValueError naming it: a typo must not pass as active.
+    """
+    best = "active"
+    for state in states:
+        if state not in _STATE_RANK:
+            raise ValueError(f"unknown OST state {state!r}: expected one of {', '.join(STATE_ORDER)}")
+        if _STATE_RANK[state] > _STATE_RANK[best]:
+            best = state
+    return best
 
 
 class ParseError(AgentError):
@@ -224,6 +257,8 @@ class OstReading:
     kbytes_avail: int | None = None
     read_bytes: int | None = None
     write_bytes: int | None = None
+    #: the state switches read (``degraded``, ``readonly``, ``no_precreate``); absent = not printed
+    flags: dict[str, bool] = field(default_factory=dict)
     #: where each value came from, ``source:line`` (for messages to the operator)
     origin: dict[str, str] = field(default_factory=dict)
     #: rank of the module each capacity value came from (0 = obdfilter, 1 = osd-*)
@@ -233,12 +268,17 @@ class OstReading:
     def complete(self) -> bool:
         return self.kbytes_total is not None and self.kbytes_avail is not None
 
+    @property
+    def state(self) -> str:
+        """The most restrictive state whose switch is on; ``active`` when none is (or none was read)."""
+        return most_restrictive(FLAG_STATES[flag] for flag, on in self.flags.items() if on)
+
 
 def collect_osts(params: list[Param]) -> dict[str, OstReading]:
     """Group OST parameters by target name (every OST seen, complete or not).
 
     Capacity: an obdfilter value beats an osd-* value; among equals the first wins.
-    I/O counters come from ``obdfilter.<ost>.stats`` only.
+    I/O counters and state switches come from ``obdfilter.<ost>.*`` only.
     """
     osts: dict[str, OstReading] = {}
     for param in params:
@@ -249,11 +289,14 @@ def collect_osts(params: list[Param]) -> dict[str, OstReading]:
         ident = ost_index(target)
         if ident is None:
             continue  # MDT, MGS, …
-        if leaf not in CAPACITY_PARAMS and not (module == "obdfilter" and leaf == "stats"):
-            # still record that the OST exists (e.g. only brw_stats were printed)
-            osts.setdefault(target, OstReading(target, ident[0], ident[1]))
-            continue
         ost = osts.setdefault(target, OstReading(target, ident[0], ident[1]))
+        if module == "obdfilter" and leaf in FLAG_STATES:
+            if leaf not in ost.flags:  # the first one printed wins, as for capacity
+                ost.flags[leaf] = _single_integer(param) != 0
+                ost.origin[leaf] = param.where()
+            continue
+        if leaf not in CAPACITY_PARAMS and not (module == "obdfilter" and leaf == "stats"):
+            continue  # the OST exists (e.g. only brw_stats were printed); nothing else to take
         if leaf == "stats":
             for counter in parse_stats(param).values():
                 attr = BYTE_COUNTERS[counter.name]

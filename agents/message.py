@@ -1,7 +1,9 @@
-"""The message an agent publishes (schema ``iez.oss-stats``, version 1; see SCHEMA.md).
+"""The message an agent publishes (schema ``iez.oss-stats``, version 2; see SCHEMA.md).
 
 One message per interval: OSS identity, a sequence number, the sample time, CPU and
-memory utilisation, and one entry per OST. Encoded as one UTF-8 JSON object.
+memory utilisation, and one entry per OST with its capacity, I/O counters and
+state (version 2: ``active``, ``degraded``, ``nocreate`` or ``readonly``, from the
+OST's own switches). Encoded as one UTF-8 JSON object.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import time
 from collections.abc import Callable, Iterable
 
 from agents import AgentError
-from agents.lctl import OstReading, ost_index
+from agents.lctl import FLAG_STATES, OstReading, ost_index
 
 __all__ = [
     "SCHEMA",
@@ -23,7 +25,7 @@ __all__ = [
 ]
 
 SCHEMA = "iez.oss-stats"
-VERSION = 1
+VERSION = 2
 INT64_MAX = 2**63 - 1
 MAX_OST_INDEX = 65535
 
@@ -52,7 +54,9 @@ def select_osts(readings: dict[str, OstReading], *, wanted: Iterable[str] = (), 
     ``wanted``: the OSTs declared for this OSS (others are left out; declared ones
     that are missing or incomplete produce a warning). ``fsname``: keep one file
     system. OSTs without both capacity values, with zero capacity or an index
-    above 65535 are left out with a warning. Two OSTs with the same index (two
+    above 65535 are left out with a warning. Each entry carries the OST's
+    ``state`` and its switches as read (``degraded``, ``readonly``,
+    ``no_precreate``: true, false, or null when the source did not print it). Two OSTs with the same index (two
     file systems on one OSS) are an error: the MDS keys OSTs by index.
     """
     by_key = {(r.fsname, r.index): r for r in readings.values()}
@@ -97,13 +101,16 @@ def select_osts(readings: dict[str, OstReading], *, wanted: Iterable[str] = (), 
         for key in ("read_bytes", "write_bytes"):
             value = getattr(r, key)
             entry[key] = value if value is None or value <= INT64_MAX else None
+        entry["state"] = r.state
+        for flag in FLAG_STATES:
+            entry[flag] = r.flags.get(flag)
         entries.append(entry)
     return entries
 
 
 def build_message(*, oss_id: str, host: str, seq: int, sample_time: float, interval_s: float,
                   cpu_pct: float, mem_pct: float, osts: list[dict], source: str) -> dict:
-    """A version-1 message (field order as in SCHEMA.md)."""
+    """A version-2 message (field order as in SCHEMA.md)."""
     return {
         "schema": SCHEMA,
         "version": VERSION,

@@ -1,16 +1,21 @@
-"""Where the agent reads OST parameters: ``lctl``, a parameter tree, or saved text.
+"""Where Lustre parameters are read: ``lctl``, a parameter tree, or saved text.
 
-All three give the same :class:`agents.lctl.Param` list, so one code path
-(:func:`agents.lctl.collect_osts`) turns any of them into per-OST readings.
+All three give the same :class:`agents.lctl.Param` list, so one code path turns any
+of them into readings: :func:`agents.lctl.collect_osts` on an OSS, and
+:mod:`iez.mds.lustre_params` on the MDS, which uses these same readers with its own
+parameter names.
 
-* ``lctl``: runs ``lctl get_param`` for capacity and stats of every obdfilter and
-  OSD target (the normal case on a Lustre server).
+* ``lctl``: runs ``lctl get_param PATTERN...`` (the normal case on a Lustre server).
 * ``procfs``: reads the files of a parameter tree, by default ``/proc/fs/lustre``
   then ``/sys/fs/lustre`` (Lustre moved single-value parameters to sysfs, stats
-  stayed in procfs): ``<root>/obdfilter/<ost>/{kbytestotal,kbytesavail,stats}`` and
-  ``<root>/osd-*/<ost>/{kbytestotal,kbytesavail}``. When a parameter exists under
-  several roots, the first root wins.
+  and the MDS's pool lists stayed in procfs). A parameter ``a.b.c`` is the file
+  ``<root>/a/b/c``, the way ``lctl get_param`` finds it; the same glob patterns
+  select the files. When a parameter exists under several roots, the first root wins.
 * ``file``: saved ``lctl get_param`` text, re-read on every interval.
+
+The agent's parameters (:data:`LCTL_PATTERNS`): capacity and stats of every
+obdfilter and OSD target, and the obdfilter state switches (``degraded``,
+``readonly``, ``no_precreate``).
 """
 
 from __future__ import annotations
@@ -18,9 +23,10 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Union
+from typing import Optional, Union
 
 from agents import AgentError
 from agents.lctl import Param, ost_index, parse_file, parse_text
@@ -43,9 +49,19 @@ LCTL_PATTERNS = (
     "obdfilter.*.stats",
     "osd-*.*.kbytestotal",
     "osd-*.*.kbytesavail",
+    "obdfilter.*.degraded",
+    "obdfilter.*.readonly",
+    "obdfilter.*.no_precreate",
 )
 LCTL_TIMEOUT_S = 30.0
-_TREE_PARAMS = {"obdfilter": ("kbytestotal", "kbytesavail", "stats"), "osd": ("kbytestotal", "kbytesavail")}
+
+#: Which targets a tree read keeps (by the target's name, the second part of a parameter).
+TargetFilter = Optional[Callable[[str], bool]]
+
+
+def is_ost(target: str) -> bool:
+    """The agent reads OSTs only (an OSD module also holds the MDT and MGS)."""
+    return ost_index(target) is not None
 
 
 def split_roots(value: str | list[str] | tuple[str, ...] | None) -> tuple[str, ...]:
@@ -57,52 +73,49 @@ def split_roots(value: str | list[str] | tuple[str, ...] | None) -> tuple[str, .
     return roots or DEFAULT_ROOTS
 
 
-def read_tree(roots: tuple[str, ...]) -> list[Param]:
-    """Parameters found under the roots, named as lctl names them."""
+def _tree_param(name: str, path: Path) -> Param:
+    """The file holds the value only: read it as the lines of ``name=`` + value."""
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise AgentError(f"cannot read {path}: {err.strerror or err}") from None
+    text = data.decode("utf-8", errors="surrogateescape")
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    param = Param(name, 1, str(path), [])
+    param.lines = [(i, line[:-1] if line.endswith("\r") else line) for i, line in enumerate(lines, start=1)]
+    return param
+
+
+def read_tree(roots: tuple[str, ...], patterns: tuple[str, ...] = LCTL_PATTERNS,
+              keep: TargetFilter = is_ost) -> list[Param]:
+    """Parameters matching ``patterns`` (lctl's glob names) under the roots, named as lctl names them.
+
+    ``keep`` filters on the target name (default: OSTs only); None keeps every target.
+    """
     seen: set[str] = set()
     params: list[Param] = []
     for root in roots:
         base = Path(root)
         if not base.is_dir():
             continue
-        try:
-            modules = sorted(p for p in base.iterdir() if p.is_dir())
-        except OSError:
-            continue
-        for module_dir in modules:
-            module = module_dir.name
-            if module == "obdfilter":
-                leaves = _TREE_PARAMS["obdfilter"]
-            elif module.startswith("osd-"):
-                leaves = _TREE_PARAMS["osd"]
-            else:
-                continue
+        found: list[tuple[str, Path]] = []
+        for pattern in patterns:
             try:
-                targets = sorted(p for p in module_dir.iterdir() if p.is_dir())
+                matches = sorted(base.glob(pattern.replace(".", "/")))
             except OSError:
                 continue
-            for target_dir in targets:
-                if ost_index(target_dir.name) is None:
-                    continue  # MDT, MGS, …
-                for leaf in leaves:
-                    name = f"{module}.{target_dir.name}.{leaf}"
-                    path = target_dir / leaf
-                    if name in seen or not path.is_file():
-                        continue
-                    try:
-                        data = path.read_bytes()
-                    except OSError as err:
-                        raise AgentError(f"cannot read {path}: {err.strerror or err}") from None
-                    text = data.decode("utf-8", errors="surrogateescape")
-                    seen.add(name)
-                    # the file holds the value only; parse it as "name=" + value lines
-                    param = Param(name, 1, str(path), [])
-                    lines = text.split("\n")
-                    if lines and lines[-1] == "":
-                        lines.pop()
-                    param.lines = [(i, line[:-1] if line.endswith("\r") else line)
-                                   for i, line in enumerate(lines, start=1)]
-                    params.append(param)
+            for path in matches:
+                parts = path.relative_to(base).parts
+                if len(parts) < 3 or (keep is not None and not keep(parts[1])):
+                    continue
+                name = ".".join(parts)
+                if name in seen or not path.is_file():
+                    continue
+                seen.add(name)
+                found.append((name, path))
+        params.extend(_tree_param(name, path) for name, path in sorted(found))
     return params
 
 
@@ -126,13 +139,17 @@ class TreeSource:
 
     roots: tuple[str, ...] = DEFAULT_ROOTS
     kind: str = "procfs"
+    patterns: tuple[str, ...] = LCTL_PATTERNS
+    keep: TargetFilter = is_ost
 
     def read(self) -> list[Param]:
-        return read_tree(self.roots)
+        return read_tree(self.roots, self.patterns, self.keep)
 
     def describe(self) -> str:
-        looked = ", ".join(f"{r}/obdfilter/*/ and {r}/osd-*/*/" for r in self.roots)
-        return f"{looked} (kbytestotal, kbytesavail)"
+        dirs = list(dict.fromkeys(f"{p.split('.')[0]}/*/" for p in self.patterns))
+        leaves = list(dict.fromkeys(".".join(p.split(".")[2:]) for p in self.patterns))
+        looked = ", ".join(" and ".join(f"{r}/{d}" for d in dirs) for r in self.roots)
+        return f"{looked} ({', '.join(leaves)})"
 
 
 @dataclass
@@ -141,9 +158,10 @@ class LctlSource:
 
     lctl: str = "lctl"
     kind: str = "lctl"
+    patterns: tuple[str, ...] = LCTL_PATTERNS
 
     def read(self) -> list[Param]:
-        command = [self.lctl, "get_param", *LCTL_PATTERNS]
+        command = [self.lctl, "get_param", *self.patterns]
         try:
             done = subprocess.run(command, capture_output=True, timeout=LCTL_TIMEOUT_S, check=False,
                                   env={**os.environ, "LC_ALL": "C"})
@@ -163,7 +181,7 @@ class LctlSource:
         return parse_text(out, f"output of '{self.lctl} get_param'")
 
     def describe(self) -> str:
-        return f"the output of '{self.lctl} get_param {' '.join(LCTL_PATTERNS)}'"
+        return f"the output of '{self.lctl} get_param {' '.join(self.patterns)}'"
 
 
 Source = Union[FileSource, TreeSource, LctlSource]  # not `|`: the agent runs on Python 3.9 too

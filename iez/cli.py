@@ -17,6 +17,7 @@ COMMAND_MODULES = (
     "iez.commands.api",
     "iez.commands.mds",
     "iez.commands.cluster",
+    "iez.commands.status",
     "iez.commands.demo",
     "iez.commands.layout",
     "iez.commands.trace",

@@ -61,6 +61,11 @@ class OstStats(BaseModel):
     kbytes_avail: Bytes
     read_bytes: Bytes | None = None
     write_bytes: Bytes | None = None
+    # message version 2 (agents/SCHEMA.md): the state the OSS reports, and the switches it read
+    state: Literal["active", "degraded", "nocreate", "readonly"] | None = None
+    degraded: bool | None = None
+    no_precreate: bool | None = None
+    readonly: bool | None = None
 
     @model_validator(mode="after")
     def _avail_within_total(self) -> "OstStats":
@@ -79,7 +84,7 @@ class OssStats(BaseModel):
     cpu_pct: Percent
     mem_pct: Percent
     osts: list[OstStats] = Field(default_factory=list, max_length=10000)
-    version: Literal[1] = Field(default=1, description="message schema version (agents/SCHEMA.md)")
+    version: Literal[1, 2] = Field(default=1, description="message schema version (agents/SCHEMA.md)")
     interval_s: float | None = Field(default=None, gt=0, le=86400, allow_inf_nan=False,
                                      description="the agent's report interval")
 
@@ -88,6 +93,13 @@ class OssStats(BaseModel):
         indices = [ost.index for ost in self.osts]
         if len(set(indices)) != len(indices):
             raise ValueError("osts: an OST index appears twice")
+        for n, ost in enumerate(self.osts):  # the same rules as iez.mds.messages.decode
+            v2_fields = (ost.state, ost.degraded, ost.no_precreate, ost.readonly)
+            if self.version == 1 and any(value is not None for value in v2_fields):
+                raise ValueError(f"osts.{n}: state, degraded, no_precreate, readonly are version-2 fields; "
+                                 "this message is version 1")
+            if self.version == 2 and ost.state is None:
+                raise ValueError(f"osts.{n}.state: required in version 2")
         return self
 
     def naive_utc_time(self) -> datetime:
@@ -97,7 +109,8 @@ class OssStats(BaseModel):
 
     def to_report(self) -> OssReport:
         return OssReport(oss_id=self.oss_id, seq=self.seq, time=self.naive_utc_time(), cpu_pct=self.cpu_pct,
-                         mem_pct=self.mem_pct, osts=[OstReport(**ost.model_dump()) for ost in self.osts],
+                         mem_pct=self.mem_pct,
+                         osts=[OstReport(**{**ost.model_dump(), "state": ost.state or "active"}) for ost in self.osts],
                          interval_s=self.interval_s)
 
 

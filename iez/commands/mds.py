@@ -3,7 +3,10 @@
 The service binds a ZeroMQ SUB socket the OSS agents connect to, keeps the
 live view, stores reports and allocations in the interaction DB, and writes
 its counters to a status file every two seconds (``$IEZ_STATE_DIR/mds-status.json``
-by default).
+by default). ``--lustre-params`` says where it reads the MDS node's own Lustre
+parameters (pools, ``osp.*`` states, reserved space, qos settings): ``lctl``,
+a parameter tree ``DIR[:DIR...]``, saved ``lctl get_param`` text, or ``none``;
+by default lctl when it is on PATH, else none.
 """
 
 from __future__ import annotations
@@ -51,6 +54,15 @@ def register(subparsers) -> None:
     p.add_argument("--series-interval", type=float, default=60.0, metavar="S",
                    help="seconds between an OSS's rows in the stored time series (default 60; 0 keeps every "
                         "message); the live view always uses every message")
+    p.add_argument("--lustre-params", metavar="lctl|DIR|FILE|none",
+                   help="where the MDS's Lustre parameters (lod.*.pools.*, osp.*.active, max_create_count, "
+                        "reserved_mb_low, lod.*.qos_*) are read: lctl, a parameter tree (DIR[:DIR...], e.g. "
+                        "/proc/fs/lustre:/sys/fs/lustre), saved 'lctl get_param' text, or none "
+                        "(default: lctl when on PATH, else none)")
+    p.add_argument("--lustre-params-interval", type=float, metavar="S",
+                   help="seconds between readings of those parameters (default: --interval)")
+    p.add_argument("--fsname", metavar="NAME", help="the file system whose parameters are read, when the MDS "
+                                                    "serves several")
     p.add_argument("--status-file", type=Path, metavar="FILE", help="default $IEZ_STATE_DIR/mds-status.json")
     p.add_argument("--status", action="store_true", help="print the status of the running MDS and exit")
     p.add_argument("--json", action="store_true", help="with --status: print the JSON as is")
@@ -73,7 +85,8 @@ def _run(args: argparse.Namespace) -> int:
                                    ("--fill-cap", args.fill_cap, 0.01, 1), ("--fill-weight", args.fill_weight, 0, 10),
                                    ("--ost-bandwidth", args.ost_bandwidth, 1e-3, 1e9),
                                    ("--oss-bandwidth", args.oss_bandwidth, 1e-3, 1e9),
-                                   ("--series-interval", args.series_interval, 0, 86400)):
+                                   ("--series-interval", args.series_interval, 0, 86400),
+                                   ("--lustre-params-interval", args.lustre_params_interval or 1.0, 0.1, 86400)):
         if not low <= value <= high:
             raise ValueError(f"{name} {value} is outside {low}..{high}")
     if args.stale_intervals < 1:
@@ -86,7 +99,10 @@ def _run(args: argparse.Namespace) -> int:
                         stream=sys.stderr)
     logging.getLogger("alembic").setLevel(logging.WARNING)
     from iez.db import open_db
+    from iez.mds.lustre_params import LustreParamsReader
     from iez.mds.service import MdsConfig, MdsService
+
+    lustre_params = LustreParamsReader.from_option(args.lustre_params, args.fsname)
 
     engine = open_db(settings)  # never creates: `iez db upgrade` does
     from iez.placement import PlacementSettings
@@ -100,7 +116,10 @@ def _run(args: argparse.Namespace) -> int:
                        retain=timedelta(days=args.retain_days), allowed_oss=allowed,
                        series_interval_s=args.series_interval,
                        curve_secret_key=args.curve_secret_key, curve_authorized=args.curve_authorized,
-                       status_file=status_file)
+                       status_file=status_file,
+                       lustre_params=lustre_params if lustre_params.source else None,
+                       lustre_params_interval_s=args.lustre_params_interval)
+    logging.getLogger("iez.mds").info("Lustre parameters of the MDS from %s", lustre_params.describe())
     return MdsService(engine, config).run()
 
 
@@ -120,4 +139,13 @@ def _print_status(path: Path, as_json: bool) -> int:
     print(f"OSS: {len(status['osses']['fresh'])} fresh, stale: {' '.join(status['osses']['stale']) or 'none'}; "
           f"{status['osts']} OSTs")
     print(f"allocation: {a['files']} files in {a['passes']} passes, {a['deferred']} deferred, {a['failed']} failed")
+    states = status.get("ost_states") or {}
+    print("OST states: " + (", ".join(f"{state} {' '.join(map(str, osts))}" for state, osts in states.items())
+                            or "all active"))
+    lustre = status.get("lustre") or {}
+    if lustre.get("source", "none") != "none":
+        pools = ", ".join(f"{name} ({len(members)})" for name, members in (lustre.get("pools") or {}).items())
+        qos = " ".join(f"{k}={v}" for k, v in (lustre.get("qos") or {}).items())
+        print(f"Lustre parameters from {lustre['source']}: pools {pools or 'none'}; qos {qos or 'unknown'}"
+              + (f"; error: {lustre['error']}" if lustre.get("error") else ""))
     return 0

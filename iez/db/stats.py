@@ -1,4 +1,10 @@
-"""OSS and OST statistics: store an agent's report, and build the cluster the allocators see."""
+"""OSS and OST statistics: store an agent's report, and build the cluster the allocators see.
+
+Each OST row also carries Lustre's policy for it (migration 0005): its ``state``
+(the most restrictive of what its OSS and the MDS say), its ``pools``
+(space-separated, from the MDS's ``lod.*.pools.*``) and ``reserved_kbytes``
+(``osp.*.reserved_mb_low``: space Lustre keeps back, which iez never counts as free).
+"""
 
 from __future__ import annotations
 
@@ -6,8 +12,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Sequence
 
-from sqlalchemy import Connection, delete, func, select
-from sqlalchemy.orm import Session
+from sqlalchemy import Connection, and_, delete, func, select
+from sqlalchemy.orm import Session, aliased
 
 from iez.db.models import OssRow, OssStat, OstRow, OstStat, Reservation, utcnow
 from iez.model import DEFAULT_OSS_BANDWIDTH, DEFAULT_OST_BANDWIDTH, OSS, OST, ClusterState, usable_kbytes
@@ -15,12 +21,19 @@ from iez.model import DEFAULT_OSS_BANDWIDTH, DEFAULT_OST_BANDWIDTH, OSS, OST, Cl
 
 @dataclass(frozen=True)
 class OstReport:
+    """One OST of an agent message; ``state`` is what the OSS says (message version 2; ``active`` in version 1)
+    and the switches it read (None: not read)."""
+
     name: str
     index: int
     kbytes_total: int
     kbytes_avail: int
     read_bytes: int | None = None
     write_bytes: int | None = None
+    state: str = "active"
+    degraded: bool | None = None
+    no_precreate: bool | None = None
+    readonly: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -64,7 +77,9 @@ def record(session: Session, report: OssReport) -> None:
             write_bytes=ost.write_bytes,
             sample_time=report.time,
         )
-        session.merge(OstRow(name=ost.name, **values))
+        # the OSS's own state; the MDS merges in its view (osp.*) on its next pass, and pools and
+        # Lustre's reserved space come from the MDS only, so a pushed report leaves them as they are
+        session.merge(OstRow(name=ost.name, state=ost.state, **values))
         session.add(OstStat(**values))
 
 
@@ -115,11 +130,29 @@ def stale_cutoff(now: datetime, stale_s: float) -> datetime:
     return now - timedelta(seconds=stale_s)
 
 
+def split_pools(text: str | None) -> tuple[str, ...]:
+    """The ``osts.pools`` column (space-separated names, NULL for none) as a tuple."""
+    return tuple(text.split()) if text else ()
+
+
+def join_pools(pools) -> str | None:
+    """A pool list as the ``osts.pools`` column: sorted names, space-separated; None when empty."""
+    names = sorted(set(pools))
+    return " ".join(names) if names else None
+
+
+def allocatable_kbytes(kbytes_avail: int, kbytes_total: int, reserved_bytes: int,
+                       lustre_reserved_kbytes: int | None) -> int:
+    """Free space as allocation sees it: what the OST reported, less what iez's reservations hold
+    (:func:`iez.model.usable_kbytes`) and less Lustre's own reserved space, which iez never uses."""
+    return usable_kbytes(kbytes_avail, kbytes_total, reserved_bytes + (lustre_reserved_kbytes or 0) * 1024)
+
+
 def usable_cluster(session: Session, now: datetime, stale_s: float, ost_bandwidth: float = DEFAULT_OST_BANDWIDTH,
                    oss_bandwidth: float = DEFAULT_OSS_BANDWIDTH) -> ClusterState:
-    """OSTs whose OSS reported within ``stale_s``, with their free space less active reservations
-    (:func:`iez.model.usable_kbytes`) and the configured bandwidths (the DB keeps no live congestion;
-    the MDS's view does)."""
+    """OSTs whose OSS reported within ``stale_s``, with their state and pools, their free space less active
+    reservations and Lustre's reserved space (:func:`allocatable_kbytes`), and the configured bandwidths
+    (the DB keeps no live congestion; the MDS's view does)."""
     reserved = reserved_bytes(session, now)
     rows = session.execute(
         select(OstRow, OssRow)
@@ -129,8 +162,10 @@ def usable_cluster(session: Session, now: datetime, stale_s: float, ost_bandwidt
     ).all()
     osts, osses = [], {}
     for ost, oss in rows:
-        avail = usable_kbytes(ost.kbytes_avail, ost.kbytes_total, reserved.get(ost.ost_index, 0))
-        osts.append(OST(ost.ost_index, ost.oss_id, ost.kbytes_total, avail, bandwidth=ost_bandwidth))
+        avail = allocatable_kbytes(ost.kbytes_avail, ost.kbytes_total, reserved.get(ost.ost_index, 0),
+                                   ost.reserved_kbytes)
+        osts.append(OST(ost.ost_index, ost.oss_id, ost.kbytes_total, avail, bandwidth=ost_bandwidth,
+                        state=ost.state or "active", pools=split_pools(ost.pools)))
         osses[oss.oss_id] = OSS(oss.oss_id, _pct(oss.cpu_pct), _pct(oss.mem_pct), bandwidth=oss_bandwidth)
     return ClusterState.build(osts, list(osses.values()))
 
@@ -155,6 +190,9 @@ def ost_rows(conn: Connection, now: datetime) -> list[dict]:
                 "read_bytes": ost["read_bytes"],
                 "write_bytes": ost["write_bytes"],
                 "sample_time": ost["sample_time"].isoformat() + "Z",
+                "state": ost["state"] or "active",
+                "pools": list(split_pools(ost["pools"])),
+                "reserved_kbytes": ost["reserved_kbytes"] or 0,
             }
         )
     return out
@@ -180,3 +218,65 @@ def oss_rows(conn: Connection, now: datetime, stale_s: float) -> list[dict]:
 
 def stale_oss_count(conn: Connection, now: datetime, stale_s: float) -> int:
     return int(conn.scalar(select(func.count()).select_from(OssRow).where(OssRow.received < stale_cutoff(now, stale_s))))
+
+
+def _epoch_s(dt: datetime) -> float:
+    return (dt - datetime(1970, 1, 1)).total_seconds()
+
+
+def live_view(conn: Connection, now: datetime, default_stale_s: float, stale_intervals: int = 3) -> dict:
+    """The cluster as the DB last saw it, for ``iez status``: every OST with its state, pools, space and load,
+    every OSS with its age and whether it is fresh.
+
+    An OSS is fresh while its last report is at most ``stale_intervals`` of its own report intervals old
+    (the MDS's rule), or ``default_stale_s`` when its reports give no interval. An OST's load is its
+    read+write rate between the time-series sample before its latest report and that report (0 when
+    there is none yet, or the counters were reset).
+    """
+    reserved = reserved_bytes(conn, now)
+    earlier = aliased(OstStat)
+    before = (select(func.max(earlier.sample_time))
+              .where(earlier.ost_index == OstRow.ost_index, earlier.sample_time < OstRow.sample_time)
+              .correlate(OstRow).scalar_subquery())
+    rows = conn.execute(
+        select(OstRow, OstStat.sample_time.label("prev_time"), OstStat.read_bytes.label("prev_read"),
+               OstStat.write_bytes.label("prev_write"))
+        .outerjoin(OstStat, and_(OstStat.ost_index == OstRow.ost_index, OstStat.sample_time == before))
+        .order_by(OstRow.ost_index)).all()
+    osts: dict[int, dict] = {}
+    for row in rows:
+        if row.ost_index in osts:
+            continue  # two series rows with the same time: either gives the rate
+        load = 0.0
+        now_bytes = (row.read_bytes or 0) + (row.write_bytes or 0)
+        then_bytes = (row.prev_read or 0) + (row.prev_write or 0)
+        has_counters = row.read_bytes is not None or row.write_bytes is not None
+        if has_counters and row.prev_time is not None and now_bytes >= then_bytes:
+            seconds = _epoch_s(row.sample_time) - _epoch_s(row.prev_time)
+            load = (now_bytes - then_bytes) / seconds / (1 << 20) if seconds > 0 else 0.0
+        lustre_kb = row.reserved_kbytes or 0
+        osts[row.ost_index] = {
+            "index": row.ost_index,
+            "name": row.name,
+            "oss": row.oss_id,
+            "state": row.state or "active",
+            "pools": list(split_pools(row.pools)),
+            "kbytes_total": row.kbytes_total,
+            "kbytes_avail": row.kbytes_avail,
+            "reserved_kbytes": lustre_kb,
+            "kbytes_usable": allocatable_kbytes(row.kbytes_avail, row.kbytes_total, reserved.get(row.ost_index, 0),
+                                                lustre_kb),
+            "fill": round(1.0 - min(row.kbytes_avail, row.kbytes_total) / row.kbytes_total, 4),
+            "load_mib_s": round(load, 3),
+            "sample_time": row.sample_time.isoformat() + "Z",
+        }
+    counts: dict[str, int] = {}
+    for ost in osts.values():
+        counts[ost["oss"]] = counts.get(ost["oss"], 0) + 1
+    osses = []
+    for oss in conn.execute(select(OssRow).order_by(OssRow.oss_id)).all():
+        age = max(0.0, _epoch_s(now) - _epoch_s(oss.received))
+        limit = oss.interval_s * stale_intervals if oss.interval_s else default_stale_s
+        osses.append({"id": oss.oss_id, "fresh": age <= limit, "age_s": round(age, 3), "interval_s": oss.interval_s,
+                      "cpu_pct": oss.cpu_pct, "mem_pct": oss.mem_pct, "osts": counts.get(oss.oss_id, 0)})
+    return {"osts": list(osts.values()), "oss": osses}

@@ -1,5 +1,5 @@
-"""One agent message: JSON in a single ZeroMQ frame, schema ``iez.oss-stats`` version 1
-(``agents/SCHEMA.md``). Anything else is rejected with one of a few causes, so
+"""One agent message: JSON in a single ZeroMQ frame, schema ``iez.oss-stats`` version 2
+or 1 (``agents/SCHEMA.md``; version 1 has no OST state, and its OSTs are read as ``active``). Anything else is rejected with one of a few causes, so
 the service can count drops per cause and keep running.
 
 The rules are those of the REST API's :class:`iez.api.schemas.OssStats` in
@@ -13,14 +13,19 @@ number sent as a string is invalid here.
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Annotated, Any, Union
+from typing import Annotated, Any, Literal, Union
 
 import msgspec
 
 from iez.db.stats import OssReport
 
 SCHEMA = "iez.oss-stats"
-VERSION = 1
+VERSION = 2
+VERSIONS = (1, 2)
+#: The states an agent reports (``inactive`` is the MDS's own, from ``osp.*.active``).
+AGENT_STATES = ("active", "degraded", "nocreate", "readonly")
+#: OST fields version 2 added; a version-1 message must not carry them.
+V2_OST_FIELDS = ("state", "degraded", "no_precreate", "readonly")
 MAX_FRAME_BYTES = 4 * 1024 * 1024  # 10,000 OSTs of one OSS fit with room to spare
 INT64_MAX = 2**63 - 1
 #: Why a message was dropped; counted per cause.
@@ -40,6 +45,11 @@ class Ost(msgspec.Struct, forbid_unknown_fields=True):
     kbytes_avail: Count
     read_bytes: Union[Count, None] = None
     write_bytes: Union[Count, None] = None
+    # version 2: the state the OSS reports (required there), and the switches it read
+    state: Union[Literal["active", "degraded", "nocreate", "readonly"], None] = None
+    degraded: Union[bool, None] = None
+    no_precreate: Union[bool, None] = None
+    readonly: Union[bool, None] = None
 
 
 class Message(msgspec.Struct):
@@ -102,14 +112,21 @@ def decode(frames: list[bytes]) -> OssReport:
         raise Rejected("malformed", f"not JSON ({str(err)[:80]})") from None
     if msg.schema != SCHEMA:
         raise Rejected("version", f"schema {str(msg.schema)[:40]!r} is not {SCHEMA!r}")
-    if type(msg.version) is not int or msg.version != VERSION:
-        raise Rejected("version", f"version {str(msg.version)[:20]!r}; this MDS reads version {VERSION}")
+    if type(msg.version) is not int or msg.version not in VERSIONS:
+        raise Rejected("version", f"version {str(msg.version)[:20]!r}; this MDS reads versions 1 and 2")
     _unicode(msg.oss_id, "oss_id")
     seen = set()
     for n, ost in enumerate(msg.osts):
         if ost.kbytes_avail > ost.kbytes_total:
             raise _invalid(f"osts.{n}: kbytes_avail={ost.kbytes_avail} exceeds kbytes_total={ost.kbytes_total}")
         _unicode(ost.name, f"osts.{n}.name")
+        if msg.version == 1:
+            if ost.state is not None or ost.degraded is not None or ost.no_precreate is not None \
+                    or ost.readonly is not None:
+                raise _invalid(f"osts.{n}: {', '.join(V2_OST_FIELDS)} are version-2 fields; this message is version 1")
+            ost.state = "active"
+        elif ost.state is None:
+            raise _invalid(f"osts.{n}.state: required in version 2 (one of {', '.join(AGENT_STATES)})")
         seen.add(ost.index)
     if len(seen) != len(msg.osts):
         raise _invalid("osts: an OST index appears twice")

@@ -5,7 +5,10 @@ logged once per cause), applied to the live view and stored with its batch.
 Once a second the loop looks for applications with pending write requests and
 allocates them with the live view when there are new requests or the
 statistics changed materially, but only while the MDS node has room (CPU and
-memory under their limits, paper III-B2); otherwise it says it defers.
+memory under their limits, paper III-B2); otherwise it says it defers. Every
+``lustre_params_interval_s`` it reads the MDS node's own Lustre parameters
+(pools, ``osp.*`` states, reserved space, qos settings; :mod:`iez.mds.lustre_params`),
+merges them into the view and stores each OST's resulting policy.
 Allocations go through :func:`iez.placement.place_app`, whose
 transaction serialises with every other writer, so two triggers at once never
 reserve the same free space twice. SIGTERM finishes the step under way
@@ -22,7 +25,7 @@ import signal
 import threading
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -33,6 +36,8 @@ from iez.allocate import AllocationError
 from iez.db.allocations import pending_counts
 from iez.db.engine import read
 from iez.db.stats import reserved_bytes
+from agents import AgentError
+from iez.mds.lustre_params import LustreParamsReader
 from iez.mds.messages import CAUSES, Rejected, decode
 from iez.mds.resources import NodeSampler, Usage
 from iez.mds.store import prune, store_batch
@@ -63,6 +68,8 @@ class MdsConfig:
     curve_secret_key: Path | None = None  # the MDS's certificate (zmq.auth format)
     curve_authorized: Path | None = None  # directory of authorised agents' public certificates
     status_file: Path | None = None
+    lustre_params: LustreParamsReader | None = None  # the MDS node's Lustre parameters; None: not read
+    lustre_params_interval_s: float | None = None  # default: interval_s
 
 
 @dataclass
@@ -91,7 +98,10 @@ class MdsService:
         self._failed_apps: dict[str, str] = {}
         self._last_pending: frozenset = frozenset()
         self._batch: list = []
+        self._batch_policies: dict[int, tuple] = {}  # OST policies to store with the next batch
         self._batch_since = 0.0
+        self.lustre_status: dict = {"source": config.lustre_params.kind if config.lustre_params else "none"}
+        self._lustre_error: str | None = None
         self._series_at: dict[str, float] = {}  # when each OSS last went into the time series
         self._store_queue: queue.Queue = queue.Queue(maxsize=8)
         self._abandon = threading.Event()  # set when stopping: a DB still down after the grace time loses the rest
@@ -138,14 +148,19 @@ class MdsService:
                  len(self.view.osses), len(self.view.osts), len(self.view.stale()))
         poller = zmq.Poller()
         poller.register(sock, zmq.POLLIN)
-        next_check = next_status = time.monotonic()
+        next_check = next_status = next_params = time.monotonic()
         next_prune = time.monotonic() + 60
+        params_every = self.config.lustre_params_interval_s or self.config.interval_s
         try:
             while not self._stop.is_set():
                 if poller.poll(timeout=250):
                     self._drain(sock)
                 now = time.monotonic()
-                if self._batch and (now - self._batch_since >= self.config.flush_s or len(self._batch) >= self.config.batch_max):
+                if now >= next_params and self.config.lustre_params is not None:
+                    next_params = now + params_every
+                    self.read_lustre_params()
+                pending = self._batch or self._batch_policies
+                if pending and (now - self._batch_since >= self.config.flush_s or len(self._batch) >= self.config.batch_max):
                     self._flush()
                 if now >= next_check:
                     next_check = now + self.config.poll_s
@@ -208,8 +223,9 @@ class MdsService:
         if was_stale:
             self.view.refresh()
             log.info("OSS %s reports again: its OSTs are back in allocation", report.oss_id)
-        if not self._batch:
+        if not self._batch and not self._batch_policies:
             self._batch_since = time.monotonic()
+        self._batch_policies.update(self.view.policies(o.index for o in report.osts))
         last = self._series_at.get(report.oss_id)
         in_series = last is None or now - last >= self.config.series_interval_s
         if in_series:
@@ -220,10 +236,11 @@ class MdsService:
 
     def _flush(self) -> None:
         """Hand the received reports to the writer thread (it stores while this thread decodes)."""
-        if not self._batch:
+        if not self._batch and not self._batch_policies:
             return
         batch, self._batch = self._batch, []
-        self._store_queue.put(batch)  # bounded: a DB slower than the agents slows intake, nothing is lost
+        policies, self._batch_policies = self._batch_policies, {}
+        self._store_queue.put((batch, policies))  # bounded: a DB slower than the agents slows intake, nothing is lost
 
     def flush_and_wait(self) -> None:
         """Everything received so far is in the DB (allocation needs the latest free space there)."""
@@ -233,14 +250,15 @@ class MdsService:
     def _writer(self) -> None:
         """Store batches in order; a DB that is down is retried every second, keeping the batch."""
         while True:
-            batch = self._store_queue.get()
-            if batch is None:
+            item = self._store_queue.get()
+            if item is None:
                 self._store_queue.task_done()
                 return
+            batch, policies = item
             failing = False
             while True:
                 try:
-                    self.counters.reservations_ended += store_batch(self.engine, batch)
+                    self.counters.reservations_ended += store_batch(self.engine, batch, policies)
                     self.counters.stored += len(batch)
                     break
                 except Exception as err:
@@ -254,6 +272,59 @@ class MdsService:
             if failing:
                 log.info("storing reports again")
             self._store_queue.task_done()
+
+    # -- the MDS's own Lustre parameters --------------------------------------------------
+    def read_lustre_params(self) -> bool:
+        """Read the MDS node's parameters into the view and queue the OSTs' policies for storing.
+
+        A reading that fails is logged once per distinct error and leaves the
+        previous reading in force (Lustre did not change because lctl failed).
+        """
+        reader = self.config.lustre_params
+        if reader is None:
+            return False
+        try:
+            params = reader.read()
+        except (AgentError, OSError, ValueError) as err:
+            message = str(err).splitlines()[0][:300]
+            if message != self._lustre_error:
+                log.error("cannot read the MDS's Lustre parameters from %s: %s", reader.describe(), message)
+            self._lustre_error = message
+            self.lustre_status["error"] = message
+            return False
+        if params is None:
+            return False
+        if self._lustre_error is not None:
+            log.info("reading the MDS's Lustre parameters again")
+            self._lustre_error = None
+        if not params.osts and "osts" not in self.lustre_status.get("warned", ()):
+            log.warning("no osp.*-OST* parameters in %s: no OST states, pools or reserved space from the MDS",
+                        reader.describe())
+            self.lustre_status.setdefault("warned", []).append("osts")
+        for change in self.view.apply_lustre(params):
+            log.info("Lustre policy: %s", change)
+        if not self._batch and not self._batch_policies:
+            self._batch_since = time.monotonic()
+        self._batch_policies.update(self.view.policies())
+        self.lustre_status = {"source": reader.kind, "read": time.time(), **params.to_json()}
+        self._apply_qos(params.qos)
+        return True
+
+    def _apply_qos(self, qos: dict) -> None:
+        """The qos baseline allocates with the site's own qos_threshold_rr and qos_prio_free."""
+        placement = self.config.placement
+        threshold = qos.get("threshold_rr_pct")
+        prio = qos.get("prio_free_pct")
+        changes = {}
+        if threshold is not None and 0 <= threshold <= 100 and threshold / 100 != placement.threshold_rr:
+            changes["threshold_rr"] = threshold / 100
+        if prio is not None and 0 <= prio <= 100 and prio / 100 != placement.prio_free:
+            changes["prio_free"] = prio / 100
+        if changes:
+            self.config.placement = replace(placement, **changes)
+            if placement.policy == "qos":
+                log.info("qos settings from Lustre: threshold_rr %.2f, prio_free %.2f",
+                         self.config.placement.threshold_rr, self.config.placement.prio_free)
 
     def _check_staleness(self) -> None:
         went_stale, came_back = self.view.refresh()
@@ -343,6 +414,8 @@ class MdsService:
                       "stale_since": {o.oss_id: round(o.stale_since, 3) for o in self.view.osses.values()
                                       if o.stale and o.stale_since}},
             "osts": len(self.view.osts),
+            "ost_states": self._ost_states(),
+            "lustre": self.lustre_status,
             "allocation": {"passes": c.allocation_passes, "files": c.allocated, "deferred": c.deferred,
                            "failed": c.failed, "refused": c.refused, "last": self._last_allocation,
                            "refusals": dict(self._failed_apps)},
@@ -350,6 +423,14 @@ class MdsService:
             "resources": {"cpu_pct": round(self.usage.cpu_pct, 1), "mem_pct": round(self.usage.mem_pct, 1),
                           "cpu_max": self.config.cpu_max, "mem_max": self.config.mem_max},
         }
+
+    def _ost_states(self) -> dict[str, list[int]]:
+        """OST indices per state, the active ones left out."""
+        states: dict[str, list[int]] = {}
+        for o in sorted(self.view.osts.values(), key=lambda o: o.index):
+            if o.state != "active":
+                states.setdefault(o.state, []).append(o.index)
+        return states
 
     def write_status(self) -> None:
         path = self.config.status_file

@@ -2,8 +2,10 @@
 
 One transaction per batch: reports go to the time series (``oss_stats``,
 ``ost_stats``; at most one per OSS per series interval, see the service), the
-latest report per OSS and OST to the live rows (an upsert each, whatever arrived first in the batch is superseded), and
-the OSTs that now show their reserved bytes written release those
+latest report per OSS and OST to the live rows (an upsert each, whatever arrived first in the batch is superseded)
+with each OST's Lustre policy (state, pools, reserved space) as the live view
+has it, policy changes without a report (the MDS's parameters) to the rows they
+concern, and the OSTs that now show their reserved bytes written release those
 reservations. One row-by-row ORM transaction per message would cap ingest at a
 few hundred messages a second; batches sustain thousands.
 """
@@ -11,7 +13,7 @@ few hundred messages a second; batches sustain thousands.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from sqlalchemy import Engine, delete, select
 
@@ -35,14 +37,20 @@ _OSS_LATEST = {
 }
 _OST_LATEST = {
     "sqlite": "INSERT INTO osts (ost_index, name, oss_id, kbytes_total, kbytes_avail, read_bytes, write_bytes, "
-              "sample_time) VALUES ({}) ON CONFLICT (ost_index) DO UPDATE SET name = excluded.name, "
-              "oss_id = excluded.oss_id, kbytes_total = excluded.kbytes_total, kbytes_avail = excluded.kbytes_avail, "
-              "read_bytes = excluded.read_bytes, write_bytes = excluded.write_bytes, sample_time = excluded.sample_time",
+              "sample_time, state, pools, reserved_kbytes) VALUES ({}) ON CONFLICT (ost_index) DO UPDATE SET "
+              "name = excluded.name, oss_id = excluded.oss_id, kbytes_total = excluded.kbytes_total, "
+              "kbytes_avail = excluded.kbytes_avail, read_bytes = excluded.read_bytes, "
+              "write_bytes = excluded.write_bytes, sample_time = excluded.sample_time, state = excluded.state, "
+              "pools = excluded.pools, reserved_kbytes = excluded.reserved_kbytes",
     "mysql": "INSERT INTO osts (ost_index, name, oss_id, kbytes_total, kbytes_avail, read_bytes, write_bytes, "
-             "sample_time) VALUES ({}) ON DUPLICATE KEY UPDATE name = VALUES(name), oss_id = VALUES(oss_id), "
-             "kbytes_total = VALUES(kbytes_total), kbytes_avail = VALUES(kbytes_avail), "
-             "read_bytes = VALUES(read_bytes), write_bytes = VALUES(write_bytes), sample_time = VALUES(sample_time)",
+             "sample_time, state, pools, reserved_kbytes) VALUES ({}) ON DUPLICATE KEY UPDATE name = VALUES(name), "
+             "oss_id = VALUES(oss_id), kbytes_total = VALUES(kbytes_total), kbytes_avail = VALUES(kbytes_avail), "
+             "read_bytes = VALUES(read_bytes), write_bytes = VALUES(write_bytes), sample_time = VALUES(sample_time), "
+             "state = VALUES(state), pools = VALUES(pools), reserved_kbytes = VALUES(reserved_kbytes)",
 }
+_OST_POLICY = "UPDATE osts SET state = {0}, pools = {0}, reserved_kbytes = {0} WHERE ost_index = {0}"
+#: An OST's policy as the ``osts`` row stores it: state, pools (space-separated or None), reserved_kbytes.
+Policy = tuple[str, "str | None", "int | None"]
 
 
 def _sql(template: str, columns: int, sqlite_db: bool) -> str:
@@ -54,16 +62,19 @@ def _stamp(dt: datetime, sqlite_db: bool):
     return dt.isoformat(sep=" ", timespec="microseconds") if sqlite_db else dt
 
 
-def store_batch(engine: Engine, reports: Sequence[tuple]) -> int:
+def store_batch(engine: Engine, reports: Sequence[tuple], policies: Mapping[int, Policy] | None = None) -> int:
     """Store ``(report, received[, in_series])`` tuples; returns the number of reservations they ended.
 
     Every report updates the live rows; only those marked ``in_series`` (all,
-    when the mark is absent) are appended to the time series.
+    when the mark is absent) are appended to the time series. ``policies``
+    (OST index -> state, pools, reserved_kbytes) is written with the OSTs'
+    rows; an OST of a report without one gets the report's state and no pools
+    or reserved space, and one without a report in the batch is updated alone.
 
     Plain driver-level ``executemany`` statements: SQLAlchemy's per-row work
     cost 250 µs a message, this about 20 (benchmarks/mds_bench.py).
     """
-    if not reports:
+    if not reports and not policies:
         return 0
     lite = is_sqlite(engine)
     dialect = "sqlite" if lite else "mysql"
@@ -82,8 +93,12 @@ def store_batch(engine: Engine, reports: Sequence[tuple]) -> int:
             if in_series:
                 ost_series.append((o.index, report.oss_id, o.kbytes_total, o.kbytes_avail, o.read_bytes,
                                    o.write_bytes, t))
+            policy = policies.get(o.index) if policies else None
+            if policy is None:
+                policy = (o.state or "active", None, None)
             ost_latest[o.index] = (o.index, o.name, report.oss_id, o.kbytes_total, o.kbytes_avail, o.read_bytes,
-                                   o.write_bytes, t)
+                                   o.write_bytes, t, *policy)
+    policy_only = [(*policy, index) for index, policy in (policies or {}).items() if index not in ost_latest]
     ended = 0
     with write_session(engine) as session:
         raw = session.connection().connection.driver_connection
@@ -93,9 +108,12 @@ def store_batch(engine: Engine, reports: Sequence[tuple]) -> int:
                 cursor.executemany(_sql(_OSS_SERIES, 5, lite), oss_series)
             if ost_series:
                 cursor.executemany(_sql(_OST_SERIES, 7, lite), ost_series)
-            cursor.executemany(_sql(_OSS_LATEST[dialect], 7, lite), list(oss_latest.values()))
+            if oss_latest:
+                cursor.executemany(_sql(_OSS_LATEST[dialect], 7, lite), list(oss_latest.values()))
             if ost_latest:
-                cursor.executemany(_sql(_OST_LATEST[dialect], 8, lite), list(ost_latest.values()))
+                cursor.executemany(_sql(_OST_LATEST[dialect], 11, lite), list(ost_latest.values()))
+            if policy_only:
+                cursor.executemany(_OST_POLICY.format("?" if lite else "%s"), policy_only)
         finally:
             cursor.close()
         if ost_latest:

@@ -8,6 +8,13 @@ counters: their rise between two reports over the time between the samples is
 the load other jobs drive on the OST now (bandwidth a new job cannot have); the
 highest rate an OST has shown raises its bandwidth above the configured default
 (a target proved faster than configured is taken at its word).
+
+Lustre's policy for each OST comes from two places: its OSS reports the OST's
+own state (message version 2: degraded, readonly, nocreate), and the MDS's
+parameters (:mod:`iez.mds.lustre_params`) give its pools, the MDS's state for it
+(inactive, nocreate) and Lustre's reserved space. The allocator sees the most
+restrictive of the two states, the pools, and the free space less both iez's
+reservations and Lustre's reserved space.
 """
 
 from __future__ import annotations
@@ -18,10 +25,12 @@ from datetime import datetime, timezone
 
 from sqlalchemy import Engine, select
 
+from agents.lctl import most_restrictive
 from iez.db.engine import read
 from iez.db.models import OssRow, OstRow
-from iez.db.stats import OssReport
-from iez.model import DEFAULT_OSS_BANDWIDTH, DEFAULT_OST_BANDWIDTH, OSS, OST, ClusterState, usable_kbytes
+from iez.db.stats import OssReport, allocatable_kbytes, join_pools, split_pools
+from iez.mds.lustre_params import LustreParams, OstPolicy
+from iez.model import DEFAULT_OSS_BANDWIDTH, DEFAULT_OST_BANDWIDTH, OSS, OST, ClusterState
 
 #: Free space moving by this share of an OST's size makes a "material" change.
 MATERIAL_FRACTION = 0.01
@@ -57,6 +66,16 @@ class OstState:
     rate: float = 0.0  # bytes/s
     peak_rate: float = 0.0  # the highest rate seen: what the OST has proved it sustains
     avail_at_alloc: int | None = field(default=None)  # kbytes_avail at the last allocation pass
+    oss_state: str = "active"  # what its OSS reports
+    lustre: OstPolicy = field(default_factory=OstPolicy)  # what the MDS's parameters say
+
+    @property
+    def state(self) -> str:
+        return most_restrictive((self.oss_state, self.lustre.state))
+
+    def policy(self) -> tuple[str, str | None, int | None]:
+        """The ``osts`` row's ``state``, ``pools`` and ``reserved_kbytes``."""
+        return self.state, join_pools(self.lustre.pools), self.lustre.reserved_kbytes
 
 
 class ClusterView:
@@ -65,6 +84,7 @@ class ClusterView:
         self.stale_intervals = stale_intervals
         self.osses: dict[str, OssState] = {}
         self.osts: dict[int, OstState] = {}
+        self.lustre: LustreParams | None = None  # the MDS's parameters, last reading
         self.changed = True  # something an allocation should see happened since the last pass
 
     # -- reports ---------------------------------------------------------------
@@ -86,19 +106,51 @@ class ClusterView:
             state = self.osts.get(o.index)
             counters = None if o.read_bytes is None and o.write_bytes is None else (o.read_bytes or 0) + (o.write_bytes or 0)
             if state is None or state.oss_id != report.oss_id:
-                state = self.osts[o.index] = OstState(o.index, o.name, report.oss_id, o.kbytes_total, o.kbytes_avail)
+                state = self.osts[o.index] = OstState(o.index, o.name, report.oss_id, o.kbytes_total, o.kbytes_avail,
+                                                      lustre=self._lustre_policy(o.index, state))
                 self.changed = True
             else:
                 moved = abs(o.kbytes_avail - (state.avail_at_alloc if state.avail_at_alloc is not None else state.kbytes_avail))
                 if moved >= MATERIAL_FRACTION * o.kbytes_total:
                     self.changed = True
                 state.name, state.kbytes_total, state.kbytes_avail = o.name, o.kbytes_total, o.kbytes_avail
+            reported = o.state or "active"
+            if reported != state.oss_state:
+                state.oss_state = reported
+                self.changed = True
             if counters is not None:
                 if state.counters is not None and state.counter_time is not None and sample > state.counter_time:
                     delta = counters - state.counters
                     state.rate = delta / (sample - state.counter_time) if delta >= 0 else 0.0  # reset: unknown
                     state.peak_rate = max(state.peak_rate, state.rate)
                 state.counters, state.counter_time = counters, sample
+
+    def _lustre_policy(self, index: int, previous: OstState | None) -> OstPolicy:
+        if self.lustre is not None:
+            return self.lustre.osts.get(index, OstPolicy())
+        return previous.lustre if previous is not None else OstPolicy()
+
+    def apply_lustre(self, params: LustreParams) -> list[str]:
+        """Take a reading of the MDS's parameters; returns what changed for known OSTs, one line each."""
+        self.lustre = params
+        changes = []
+        for o in self.osts.values():
+            policy = params.osts.get(o.index, OstPolicy())
+            if policy != o.lustre:
+                before = (o.state, o.lustre.pools, o.lustre.reserved_kbytes)
+                o.lustre = policy
+                after = (o.state, policy.pools, policy.reserved_kbytes)
+                changes.append(f"OST {o.index}: " + ", ".join(
+                    f"{what} {old if old not in (None, ()) else '-'} -> {new if new not in (None, ()) else '-'}"
+                    for what, old, new in zip(("state", "pools", "reserved_kbytes"), before, after) if old != new))
+        if changes:
+            self.changed = True
+        return [c for c in changes if not c.endswith(": ")]
+
+    def policies(self, indices=None) -> dict[int, tuple[str, str | None, int | None]]:
+        """Each OST's ``(state, pools, reserved_kbytes)`` as the ``osts`` rows store them."""
+        chosen = self.osts.values() if indices is None else (self.osts[i] for i in indices if i in self.osts)
+        return {o.index: o.policy() for o in chosen}
 
     # -- staleness -------------------------------------------------------------
     def refresh(self, now: float | None = None) -> tuple[list[str], list[str]]:
@@ -130,15 +182,17 @@ class ClusterView:
 
     def cluster(self, reserved: dict[int, int], ost_bandwidth: float = DEFAULT_OST_BANDWIDTH,
                 oss_bandwidth: float = DEFAULT_OSS_BANDWIDTH) -> ClusterState:
-        """Fresh OSSs' OSTs with their free space less ``reserved`` bytes, bandwidth and live load."""
+        """Fresh OSSs' OSTs with their state and pools, their free space less ``reserved`` bytes and Lustre's
+        reserved space, bandwidth and live load."""
         osts, osses = [], {}
         for o in sorted(self.osts.values(), key=lambda o: o.index):
             oss = self.osses.get(o.oss_id)
             if oss is None or oss.stale:
                 continue
-            avail = usable_kbytes(o.kbytes_avail, o.kbytes_total, reserved.get(o.index, 0))
+            avail = allocatable_kbytes(o.kbytes_avail, o.kbytes_total, reserved.get(o.index, 0),
+                                       o.lustre.reserved_kbytes)
             osts.append(OST(o.index, o.oss_id, o.kbytes_total, avail, bandwidth=max(ost_bandwidth, o.peak_rate),
-                            load=o.rate))
+                            load=o.rate, state=o.state, pools=o.lustre.pools))
             osses[oss.oss_id] = OSS(oss.oss_id, min(100.0, oss.cpu_pct), min(100.0, oss.mem_pct),
                                     bandwidth=oss_bandwidth)
         return ClusterState.build(osts, list(osses.values()))
@@ -152,7 +206,11 @@ class ClusterView:
     # -- restart -----------------------------------------------------------------
     @classmethod
     def from_db(cls, engine: Engine, default_interval_s: float, stale_intervals: int = 3) -> "ClusterView":
-        """The view as the DB last recorded it (``received`` times keep their staleness)."""
+        """The view as the DB last recorded it (``received`` times keep their staleness).
+
+        The stored state stands for the OSS's until its next report (the stricter reading
+        until then), and the stored pools and reserved space until the MDS's parameters are read.
+        """
         view = cls(default_interval_s, stale_intervals)
 
         def load(conn):
@@ -163,7 +221,10 @@ class ClusterView:
         for o in ost_rows:  # Core rows: columns by name
             counters = None if o.read_bytes is None and o.write_bytes is None else (o.read_bytes or 0) + (o.write_bytes or 0)
             view.osts[o.ost_index] = OstState(o.ost_index, o.name, o.oss_id, o.kbytes_total, o.kbytes_avail,
-                                              counters, epoch(o.sample_time) if counters is not None else None)
+                                              counters, epoch(o.sample_time) if counters is not None else None,
+                                              oss_state=o.state or "active",
+                                              lustre=OstPolicy(pools=split_pools(o.pools),
+                                                               reserved_kbytes=o.reserved_kbytes))
             members.setdefault(o.oss_id, []).append(o.ost_index)
         for s in oss_rows:
             view.osses[s.oss_id] = OssState(s.oss_id, s.seq, epoch(s.sample_time), epoch(s.received),

@@ -46,12 +46,16 @@ FACTS = {
     },
 }
 
-# The OSTs of the proc_tree fixture, as a message lists them
+# What a version-2 message says of an OST whose source printed no state switch
+UNKNOWN_STATE = {"state": "active", "degraded": None, "no_precreate": None, "readonly": None}
+
+# The OSTs of the proc_tree fixture, as a message lists them (fs-OST0000 has its switches, all off)
 TREE_OSTS = [
     {"name": "fs-OST0000", "index": 0, "kbytes_total": 4108388, "kbytes_avail": 4037172,
-     "read_bytes": 5000000, "write_bytes": 7000000},
+     "read_bytes": 5000000, "write_bytes": 7000000,
+     "state": "active", "degraded": False, "no_precreate": False, "readonly": False},
     {"name": "fs-OST000a", "index": 10, "kbytes_total": 2000000, "kbytes_avail": 1500000,
-     "read_bytes": None, "write_bytes": None},
+     "read_bytes": None, "write_bytes": None, **UNKNOWN_STATE},
 ]
 
 
@@ -114,6 +118,8 @@ def proc_tree(tmp_path: Path) -> Path:
         "statfs                    142531 samples [usecs] 0 26666 634747 714999967\n")
     osd = root / "osd-ldiskfs" / "fs-OST000a"
     osd.mkdir(parents=True)
+    for flag in ("degraded", "readonly", "no_precreate"):  # sysfs switches, as on Lustre 2.14+
+        (ost0 / flag).write_text("0\n")
     (osd / "kbytestotal").write_text("2000000\n")
     (osd / "kbytesavail").write_text("1500000")  # no final newline
     (root / "obdfilter" / "fs-OST000a").mkdir()

@@ -10,7 +10,7 @@ from agents import AgentError
 from agents.lctl import ParseError, collect_osts, ost_index, parse_file, parse_stats, parse_text
 from agents.message import select_osts
 
-from agent_support import DATA, FACTS, FIXTURES
+from agent_support import DATA, FACTS, FIXTURES, UNKNOWN_STATE
 
 # parameters per file (lines matching ^name=) and the last one with its line number
 PARAMS = {
@@ -184,7 +184,7 @@ def test_unusable_osts_are_left_out_with_a_warning():
     warnings: list[str] = []
     osts = select_osts(collect_osts(parse_text(text)), wanted=(), warn=warnings.append)
     assert osts == [{"name": "fs-OST0001", "index": 1, "kbytes_total": 100, "kbytes_avail": 100,
-                     "read_bytes": None, "write_bytes": None}]
+                     "read_bytes": None, "write_bytes": None, **UNKNOWN_STATE}]
     joined = "\n".join(warnings)
     for words in ("fs-OST0000: kbytestotal is 0", "fs-OST0001: kbytesavail 150 exceeds", "fs-OST0002: no kbytesavail",
                   "index 65536 is above 65535"):

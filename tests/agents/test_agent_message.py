@@ -14,13 +14,14 @@ from agents.message import SCHEMA, VERSION, Sequencer, build_message, encode, se
 from agents.lctl import collect_osts, parse_file
 from iez.api.schemas import OssStats
 
-from agent_support import DATA, FACTS, FIXTURES, run_agent  # noqa: F401 (fixture)
+from agent_support import DATA, FACTS, FIXTURES, UNKNOWN_STATE, run_agent  # noqa: F401 (fixture)
 
 
 ROOT = Path(__file__).resolve().parents[2]
 TOP_FIELDS = ("schema", "version", "oss_id", "host", "seq", "time", "interval_s", "cpu_pct", "mem_pct",
               "source", "osts")
-OST_FIELDS = ("name", "index", "kbytes_total", "kbytes_avail", "read_bytes", "write_bytes")
+OST_FIELDS = ("name", "index", "kbytes_total", "kbytes_avail", "read_bytes", "write_bytes", "state", "degraded",
+              "no_precreate", "readonly")
 
 
 def check_message(msg: dict, oss_id: str, facts: dict[str, tuple]) -> OssStats:
@@ -79,9 +80,9 @@ def test_contract_example_ex8761(run_agent):
     assert msg["oss_id"] == "oss1"
     assert msg["osts"] == [
         {"name": "fs-OST0000", "index": 0, "kbytes_total": 4108388, "kbytes_avail": 4037172,
-         "read_bytes": None, "write_bytes": None},
+         "read_bytes": None, "write_bytes": None, **UNKNOWN_STATE},
         {"name": "fs-OST0001", "index": 1, "kbytes_total": 4108388, "kbytes_avail": 4037172,
-         "read_bytes": None, "write_bytes": None},
+         "read_bytes": None, "write_bytes": None, **UNKNOWN_STATE},
     ]
 
 

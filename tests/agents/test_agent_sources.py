@@ -16,13 +16,14 @@ from agents.procfs import (DEFAULT_ROOTS, LCTL_PATTERNS, FileSource, LctlSource,
                            read_tree, split_roots)
 from iez.api.schemas import OssStats
 
-from agent_support import DATA, TREE_OSTS, proc_tree, run_agent  # noqa: F401 (fixtures)
+from agent_support import DATA, TREE_OSTS, UNKNOWN_STATE, proc_tree, run_agent  # noqa: F401 (fixtures)
 
 def test_tree_obdfilter_and_osd_layouts(proc_tree: Path):
     params = read_tree((str(proc_tree),))
     names = sorted(p.name for p in params)
-    assert names == ["obdfilter.fs-OST0000.kbytesavail", "obdfilter.fs-OST0000.kbytestotal",
-                     "obdfilter.fs-OST0000.stats", "obdfilter.fs-OST000a.stats",
+    assert names == ["obdfilter.fs-OST0000.degraded", "obdfilter.fs-OST0000.kbytesavail",
+                     "obdfilter.fs-OST0000.kbytestotal", "obdfilter.fs-OST0000.no_precreate",
+                     "obdfilter.fs-OST0000.readonly", "obdfilter.fs-OST0000.stats", "obdfilter.fs-OST000a.stats",
                      "osd-ldiskfs.fs-OST000a.kbytesavail", "osd-ldiskfs.fs-OST000a.kbytestotal"]
     assert select_osts(collect_osts(params)) == TREE_OSTS
 
@@ -41,7 +42,7 @@ def test_tree_split_over_proc_and_sys_roots(tmp_path: Path, proc_tree: Path):
     (sys_ / "osd-zfs" / "fs-OST0000" / "kbytesavail").write_text("2000\n")
     osts = select_osts(collect_osts(read_tree((str(proc), str(sys_), str(tmp_path / "absent")))))
     assert osts == [{"name": "fs-OST0000", "index": 0, "kbytes_total": 4000, "kbytes_avail": 1000,
-                     "read_bytes": 5000000, "write_bytes": 7000000}]
+                     "read_bytes": 5000000, "write_bytes": 7000000, **UNKNOWN_STATE}]
 
 
 def test_tree_malformed_value_names_the_file(proc_tree: Path):
@@ -101,7 +102,8 @@ def test_lctl_on_path_is_run_with_the_right_patterns(tmp_path: Path, run_agent):
     assert done.returncode == 0, done.stderr
     assert argv_log.read_text().split() == ["get_param", *LCTL_PATTERNS]
     assert LCTL_PATTERNS == ("obdfilter.*.kbytestotal", "obdfilter.*.kbytesavail", "obdfilter.*.stats",
-                             "osd-*.*.kbytestotal", "osd-*.*.kbytesavail")
+                             "osd-*.*.kbytestotal", "osd-*.*.kbytesavail", "obdfilter.*.degraded",
+                             "obdfilter.*.readonly", "obdfilter.*.no_precreate")
     msg = json.loads(done.stdout)
     assert msg["source"] == "lctl"
     assert [(o["name"], o["read_bytes"]) for o in msg["osts"]] == [("ai400x2-OST0000", 58370831220736),

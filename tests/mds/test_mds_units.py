@@ -31,7 +31,7 @@ def message(**over) -> dict:
     ([b"[1, 2]"], "malformed"),
     ([b"\xff\xfe"], "malformed"),
     ([json.dumps(message()).encode(), b"extra"], "malformed"),
-    ([json.dumps(message(version=2)).encode()], "version"),
+    ([json.dumps(message(version=3)).encode()], "version"),
     ([json.dumps(message(version=True)).encode()], "version"),
     ([json.dumps(message(schema="other")).encode()], "version"),
     ([json.dumps(message(cpu_pct=150)).encode()], "invalid"),
