@@ -33,7 +33,8 @@ def register(subparsers) -> None:
     _add_model_options(p)
     p.add_argument("--json", action="store_true", help="print one JSON object: orders, accuracy, requests, ...")
     p.add_argument("--out", metavar="FILE.csv", help="also write the predicted requests as CSV "
-                   "(file,write_bytes,stripe_count,rank), replayable with iez simulate --replay")
+                   "(file,write_bytes,stripe_count,rank,pool,components; components is the PFL template's JSON "
+                   "text), replayable with iez simulate --replay")
     p.set_defaults(handler=_predict)
 
     p = subparsers.add_parser(
@@ -155,11 +156,14 @@ def _predict(args: argparse.Namespace) -> int:
 def _write_csv(path: str, prediction: Prediction) -> None:
     import csv
 
+    from iez.layout.model import components_text
+
     with open(path, "w", encoding="utf-8", errors="surrogateescape", newline="") as out:
         writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(("file", "write_bytes", "stripe_count", "rank"))
+        writer.writerow(("file", "write_bytes", "stripe_count", "rank", "pool", "components"))
         for r in prediction.named_requests:
-            writer.writerow((r.file, r.write_bytes, r.stripe_count, r.rank))
+            writer.writerow((r.file, r.write_bytes, r.stripe_count, r.rank, r.pool or "",
+                             components_text(r.components)))
 
 
 def _print_prediction(prediction: Prediction) -> None:

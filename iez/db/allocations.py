@@ -163,7 +163,8 @@ def store_placement(session: Session, pending: Sequence[WriteRequestRow], outcom
         insert(AllocationRow).returning(AllocationRow.id, sort_by_parameter_order=True),
         [{"request_id": row.id, "path": row.path, "stripe_size": a.stripe_size, "stripe_count": a.stripe_count,
           "osts": osts_text(a.osts), "policy": policy_name, "state": PLANNED, "created": now,
-          "pool": a.pool, "layout": layout_text(a), "default_layout": row.default_layout}
+          "pool": a.pool, "layout": layout_text(a), "default_layout": row.default_layout,
+          "note": a.note[:512] or None}
          for row, a in placed],
     ).all()
     reservations = [{"allocation_id": i, "ost_index": ost, "bytes": b, "expires": expires,

@@ -190,6 +190,7 @@ def app_summary(conn: Connection, name: str) -> dict:
             "ended": run.ended.isoformat() + "Z" if run.ended else None,
             "files_found": run.files_found,
             "files_missed": run.files_missed,
+            "files_skipped": run.files_skipped,
         }
         for run in conn.execute(select(Run).where(Run.app_id == app["id"]).order_by(Run.id)).all()
     ]

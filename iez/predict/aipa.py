@@ -5,6 +5,10 @@ series (:mod:`iez.predict.series`); a series continued exactly by rule needs
 no fit, the others get an ARIMA order (:mod:`iez.predict.arima`, ``fast`` or
 ``grid`` selection) refitted on the whole series and forecast one run ahead.
 File names come from the inferred name templates (:mod:`iez.predict.names`).
+Each predicted file keeps the Lustre policy (pool, PFL template, learnt
+directory default) of the most recent run: that of the last run's file of the
+same name, else of the last run's request at the same position (the one
+whose name template it follows).
 
 :func:`predict` does it twice: on every run but the last, scored against the
 last (:mod:`iez.predict.accuracy`), and on every run, for the requests of
@@ -145,8 +149,13 @@ def forecast_next(runs: Sequence[RunData], selection: str = "fast", fitter: Fitt
             fitter.close()
     name_model = NameModel([[(r.file, r.rank) for r in run.requests] for run in runs])
     names = name_model.predict(models["rank"].forecast)
-    requests = [PRequest(name, wb, sc, rk) for name, wb, sc, rk in
-                zip(names, models["write_bytes"].forecast, models["stripe_count"].forecast, models["rank"].forecast)]
+    last = runs[-1].requests
+    by_name = {r.file: r for r in last}
+    requests = []
+    for i, (name, wb, sc, rk) in enumerate(zip(names, models["write_bytes"].forecast,
+                                               models["stripe_count"].forecast, models["rank"].forecast)):
+        policy = by_name.get(name) or last[i % len(last)]
+        requests.append(PRequest(name, wb, sc, rk, policy.pool, policy.components, policy.default_layout))
     return Forecast(requests, models, name_model.describe())
 
 

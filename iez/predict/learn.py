@@ -3,7 +3,10 @@
 - :func:`learn`: traces (or a Darshan log) of an application's runs →
   :func:`iez.predict.predict` → the next run's requests stored through
   :func:`iez.db.requests.upsert_requests` with source ``predicted``. The
-  MDS (or ``allocate``) then allocates them like any pending request. The
+  MDS (or ``allocate``) then allocates them like any pending request. Each
+  keeps its file's pool, PFL template and learnt directory default (those of
+  the most recent run), so the allocation honours them and the library
+  applies it only while the directory's default is still the learnt one. The
   application's older predicted requests that the new prediction no longer
   names lose their allocation and are removed, so they stop holding OST space.
 - The re-trace flag (paper III-B3 and V-b): each run under the placement
@@ -12,7 +15,9 @@
   latest run stored since the last learning has a miss rate
   ``files_missed / (files_found + files_missed)`` above the threshold
   (default 0.5, ``IEZ_RETRACE_MISS_RATE`` or ``--retrace-miss-rate``; the
-  paper says 50 % in III-B3 and 60 % in V-b), the application is flagged:
+  paper says 50 % in III-B3 and 60 % in V-b), the application is flagged
+  (skips, creates left to Lustre because a directory's default changed, are
+  neither: the prediction was right, the user chose otherwise):
   a marker file ``$IEZ_STATE_DIR/retrace/<app>`` holds why. Learning removes
   it and notes the last run it had seen in ``<app>.learned`` beside it, so an
   old run never flags again. No table changes.
@@ -116,7 +121,7 @@ def _write_json(path: Path, data: dict) -> None:
 def _latest_run(engine, app: str, after_id: int) -> dict | None:
     def query(conn):
         row = conn.execute(
-            select(Run.id, Run.started, Run.ended, Run.files_found, Run.files_missed)
+            select(Run.id, Run.started, Run.ended, Run.files_found, Run.files_missed, Run.files_skipped)
             .join(Application, Application.id == Run.app_id)
             .where(Application.name == app, Run.id > after_id)
             .order_by(Run.id.desc()).limit(1)).first()
@@ -155,7 +160,7 @@ def check_runs(settings: Settings, app: str, threshold: float | None = None, eng
         return None
     rate = miss_rate(run["files_found"], run["files_missed"])
     run = {"id": run["id"], "files_found": run["files_found"], "files_missed": run["files_missed"],
-           "miss_rate": rate, "started": run["started"].isoformat() + "Z",
+           "files_skipped": run["files_skipped"], "miss_rate": rate, "started": run["started"].isoformat() + "Z",
            "ended": run["ended"].isoformat() + "Z" if run["ended"] else None}
     if rate is not None and rate > threshold:
         marker = _read_json(marker_path(settings, app))
@@ -208,7 +213,8 @@ def store_predictions(settings: Settings, app: str, requests: Sequence[PRequest]
     with write_session(engine) as session:
         ids = upsert_requests(session, app, [
             RequestIn(file=r.file, write_bytes=r.write_bytes, stripe_count=r.stripe_count, rank=r.rank,
-                      stripe_size=None, source=PREDICTED) for r in named])
+                      stripe_size=None, source=PREDICTED, pool=r.pool, components=r.components,
+                      default_layout=r.default_layout) for r in named])
         if replace:
             app_id = application(session, app).id
             keep = set(ids)
@@ -237,7 +243,7 @@ def _store_runs(engine, app: str, runs: Sequence[RunCounts]) -> int:
             if session.scalar(select(Run.id).where(Run.app_id == app_id, Run.started == started,
                                                    Run.ended == ended)) is None:
                 session.add(Run(app_id=app_id, started=started, ended=ended,
-                                files_found=run.hits, files_missed=run.misses))
+                                files_found=run.hits, files_missed=run.misses, files_skipped=run.skips))
                 new += 1
     return new
 
@@ -264,7 +270,8 @@ def load_trace(path: Path | str) -> list[RunData]:
 
         imported = read_log(path)
         return [make_run(str(getattr(imported, "jobid", "") or path.name),
-                         [PRequest(r.file, r.write_bytes, r.stripe_count, r.rank) for r in imported.requests])]
+                         [PRequest(r.file, r.write_bytes, r.stripe_count, r.rank, r.pool, r.components)
+                          for r in imported.requests])]
     return load_runs(path)
 
 
@@ -364,6 +371,8 @@ def run_app(settings: Settings, app: str, cmd: Sequence[str], force_trace: bool 
         if run and run["miss_rate"] is not None:
             flagged = marker_path(settings, app).exists()
             print(f"iez run: {app}: {run['files_found']} files placed, {run['files_missed']} missed "
-                  f"({run['miss_rate']:.0%})" + ("; its next run will be traced again" if flagged else ""),
+                  f"({run['miss_rate']:.0%})"
+                  + (f", {run['files_skipped']} left to Lustre (directory default changed)"
+                     if run["files_skipped"] else "") + ("; its next run will be traced again" if flagged else ""),
                   file=log)
     return code

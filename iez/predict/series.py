@@ -29,7 +29,11 @@ period.
 :func:`load_runs` reads the inputs ``iez predict`` takes: a directory of
 runs (``run-*`` subdirectories of tracing-mode CSV files, or one directory
 whose rows carry several job ids), a requests CSV or JSON with a ``run``
-column, or a single tracing-mode CSV file.
+column, or a single tracing-mode CSV file. Each request keeps its file's
+Lustre policy (``pool``, ``components`` and ``default_layout``, from the
+trace's layout columns or the requests file's columns of those names): it is
+not forecast, the next run's files take the most recent run's
+(:func:`iez.predict.aipa.forecast_next`).
 """
 
 from __future__ import annotations
@@ -37,14 +41,18 @@ from __future__ import annotations
 import csv
 import json
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
-from iez.trace.csvformat import TRACE_COLUMNS, read_trace
-from iez.trace.parse import TraceDir, merge_requests, trace_files
+from iez.layout.emulated import canonical_template, parse_attr
+from iez.layout.model import request_policy
+from iez.model import Component
+from iez.trace.csvformat import TRACE_COLUMNS, TRACE_COLUMNS_V1, read_trace
+from iez.trace.parse import Request, TraceDir, merge_requests, trace_files
+from iez.trace.policy import template_json
 
 VARIABLES = ("write_bytes", "stripe_count", "rank")
 
@@ -57,9 +65,21 @@ class PRequest:
     write_bytes: int
     stripe_count: int
     rank: int
+    pool: str | None = None
+    components: tuple[Component, ...] = ()  # PFL template
+    default_layout: str | None = None  # the directory default it was learnt under ("" none, None unknown)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """``file, write_bytes, stripe_count, rank``, and ``pool``, ``components`` (the contract's template list,
+        or null) and ``default_layout``."""
+        return {"file": self.file, "write_bytes": self.write_bytes, "stripe_count": self.stripe_count,
+                "rank": self.rank, "pool": self.pool, "components": template_json(self.components),
+                "default_layout": self.default_layout}
+
+
+def from_request(r: Request) -> PRequest:
+    """A parsed trace request as a run's request, its policy kept."""
+    return PRequest(r.file, r.write_bytes, r.stripe_count, r.rank, r.pool, r.components, r.default_layout)
 
 
 @dataclass(frozen=True)
@@ -98,8 +118,7 @@ def runs_of_tracedir(directory: Path, label: str | None = None) -> list[RunData]
     runs = []
     for job in sorted({r.job for r in traces.rows}, key=lambda j: (first_open[j], natural_key(j))):
         parsed = traces.run(job)
-        runs.append(make_run(job or label or directory.name, [PRequest(r.file, r.write_bytes, r.stripe_count, r.rank)
-                                      for r in parsed.requests]))
+        runs.append(make_run(job or label or directory.name, [from_request(r) for r in parsed.requests]))
     return [r for r in runs if r.requests]
 
 
@@ -116,6 +135,15 @@ def _int_field(row: dict, key: str, where: str) -> int:
     return int(number)
 
 
+def _default_layout(value, where: str) -> str | None:
+    """A requests file's ``default_layout``: absent or null unknown, ``""`` none, else layout text (canonical)."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"{where}: default_layout must be layout text, got {value!r}")
+    return canonical_template(parse_attr(value, f"{where}: default_layout")) if value else ""
+
+
 def _runs_of_records(records: list[dict], source: str) -> list[RunData]:
     groups: dict[str, list[PRequest]] = {}
     for i, rec in enumerate(records):
@@ -126,10 +154,12 @@ def _runs_of_records(records: list[dict], source: str) -> list[RunData]:
         if not file:
             raise ValueError(f"{where}: missing 'file'")
         run = str(rec.get("run", rec.get("job", "")) or "")
+        pool, components = request_policy(rec.get("pool"), rec.get("components"), where)
         groups.setdefault(run, []).append(PRequest(
             str(file), _int_field(rec, "write_bytes", where),
             _int_field(rec, "stripe_count", where) if rec.get("stripe_count") not in (None, "") else 1,
-            _int_field(rec, "rank", where) if rec.get("rank") not in (None, "") else 0))
+            _int_field(rec, "rank", where) if rec.get("rank") not in (None, "") else 0,
+            pool, components, _default_layout(rec.get("default_layout"), where)))
     return [make_run(run, reqs) for run, reqs in sorted(groups.items(), key=lambda kv: natural_key(kv[0]))]
 
 
@@ -149,12 +179,12 @@ def _read_requests_file(path: Path) -> list[RunData]:
             raise ValueError(f"{path}: expected a JSON list of requests or an object with 'requests'")
         return _runs_of_records(data, str(path))
     header = next(csv.reader([stripped.splitlines()[0] if stripped else ""]), [])
-    if header == list(TRACE_COLUMNS):  # one tracing-mode CSV file: its jobs are the runs
+    if header in (list(TRACE_COLUMNS), list(TRACE_COLUMNS_V1)):  # one tracing-mode CSV file: its jobs are the runs
         rows = read_trace(path)
         runs = []
         for job in sorted({r.job for r in rows}, key=natural_key):
             merged = merge_requests([r for r in rows if r.job == job])
-            runs.append(make_run(job, [PRequest(r.file, r.write_bytes, r.stripe_count, r.rank) for r in merged]))
+            runs.append(make_run(job, [from_request(r) for r in merged]))
         return runs
     if "write_bytes" not in header:
         raise ValueError(f"{path}: not a requests CSV (header needs file, write_bytes, stripe_count, rank[, run]) "

@@ -120,3 +120,20 @@ def test_status_of_an_unknown_app_says_trace_first(tmp_path):
     db = fresh_db("sqlite", tmp_path, "empty")
     info = status(db, tmp_path / "state", "newapp")
     assert info == {**info, "retrace": False, "predicted_requests": 0, "next_mode": "trace", "latest_run": None}
+
+
+def test_skips_are_not_misses(tmp_path):
+    """A run whose creates were mostly left to Lustre because the user changed the directory's default
+    (skips) was predicted right: it does not flag the application."""
+    db, state = fresh_db("sqlite", tmp_path, "skips"), tmp_path / "state"
+    settings = Settings.from_env(db=db, env={"IEZ_STATE_DIR": str(state)})
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "iez-counts.n1.5.csv").write_text(
+        COUNTS_HEADER.replace("ended", "ended,skips")
+        + "app,j5,n1,5,0,1,1,0,1700000000.000000,1700000005.000000,8\n")  # 1 hit, 1 miss, 8 skips
+    proc = run_iez("trace", "parse", str(tmp_path / "c"), "--store", "--db", db)
+    assert proc.returncode == 0, proc.stderr
+    assert not needs_retrace("app", settings, threshold=0.5)  # 50 % of 2 is not above 50 %
+    info = status(db, state, "app")
+    assert info["latest_run"]["files_skipped"] == 8 and info["latest_run"]["miss_rate"] == 0.5
+    assert info["retrace"] is False

@@ -28,7 +28,8 @@ def test_synth_then_predict_noise_free_runs_is_exact(tmp_path):
     assert set(data["accuracy"]) == VARIABLES and all(a >= 99.0 for a in data["accuracy"].values())
     assert data["held_out_run"] == "run-0003" and data["runs"] == 3
     assert data["requests"] == [{"file": f"/lustre/scratch/ior/testFile.{r:08d}", "write_bytes": 2 * 2**30,
-                                 "stripe_count": 8, "rank": r} for r in range(8)]
+                                 "stripe_count": 8, "rank": r, "pool": None, "components": None,
+                                 "default_layout": None} for r in range(8)]
     [job] = load_requests(str(tmp_path / "next.csv"))
     assert [r.file for r in job.requests] == [r["file"] for r in data["requests"]]
     proc = run_iez("predict", str(out))
