@@ -20,6 +20,7 @@ import stat
 
 from iez.layout import emulated, lustre
 from iez.layout.model import Layout, lexical_abspath
+from iez.layout.rules import as_stored
 
 LUSTRE, EMULATED = "lustre", "emulated"
 
@@ -77,6 +78,8 @@ class LayoutReader:
         if found is None:
             return None
         layout, source = found
+        if layout.components:  # one RAID-0 component over the whole file (layout text 2 with a pool) is plain
+            layout = as_stored(layout.components)
         out = {"file": lexical_abspath(path), **layout.to_json(), "source": source}
         if directory:
             out["default"] = True

@@ -74,7 +74,8 @@ def check_lustre_components(components: Sequence[Component], where: str, templat
 
 def dom_sized(components: Sequence[Component]) -> tuple[Component, ...]:
     """Data-on-MDT components with their stripe size stated (their size, as Lustre stores it)."""
-    return tuple(replace(c, stripe_size=c.end) if c.dom and c.stripe_size is None else c for c in components)
+    return tuple(replace(c, stripe_size=c.end) if c.dom and c.stripe_size is None and c.end != EOF_END else c
+                 for c in components)
 
 
 def loads(text: str, option: str) -> Any:
@@ -119,9 +120,6 @@ def layout_components(data: Any, where: str, template: bool) -> tuple[Component,
     comps = dom_sized(_with_pool(comps, pool))
     check_lustre_components(comps, where, template)
     if not template:
-        for n, c in enumerate(comps):
-            if not c.dom and c.osts and c.stripe_size is None:
-                raise ValueError(f"{where}: component {n} {_extent(c)} names OSTs but no stripe_size")
         if not any(c.osts for c in comps):
             raise ValueError(f"{where}: no component names OSTs; give osts to the components the file will reach")
     return comps
