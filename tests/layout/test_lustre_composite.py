@@ -225,3 +225,39 @@ def test_a_failing_lfs_is_one_error_naming_the_command_and_its_reason(tmp_path, 
         set_default("/l/d", [Component(0, -1, 2)])
     assert str(err.value) == ("setstripe -c 2 /l/d failed (exit 22): lfs setstripe: cannot set default: "
                               "Invalid argument")
+
+
+def test_layout_show_plumbing_on_lustre_reads_lustre_lov_for_files_and_directories(tmp_path, monkeypatch):
+    """No Lustre client here: ``statfs`` and the ``lustre.lov`` attribute answer as a Lustre client would."""
+    from iez.layout import lustre as lustre_module
+    from iez.layout.read import LayoutReader
+
+    pfl, plain_dir, bare = tmp_path / "pfl", tmp_path / "dir", tmp_path / "bare"
+    pfl.write_bytes(b"")
+    bare.write_bytes(b"")
+    plain_dir.mkdir()
+    answers = {str(pfl): comp([(INIT, 0, 4 * MIB, lmm(V3, RAID0, MIB, 2, [8, 9], b"flash")),
+                               (0, 4 * MIB, EOF64, lmm(V3, RAID0, MIB, 0xFFFF, [], b"flash"))]),
+               str(plain_dir): lmm(V3, RAID0, 0, 4, [], b"disk")}
+    real_getxattr = os.getxattr
+
+    def getxattr(path, name, *args, **kwargs):
+        if name != "lustre.lov":
+            return real_getxattr(path, name, *args, **kwargs)
+        if str(path) not in answers:
+            raise OSError(61, "No data available", str(path))  # ENODATA: no layout (yet)
+        return answers[str(path)]
+
+    monkeypatch.setattr(lustre_module, "is_lustre", lambda path: True)
+    monkeypatch.setattr(os, "getxattr", getxattr)
+    reader = LayoutReader()
+    assert reader.describe(str(pfl)) == {
+        "file": str(pfl), "source": "lustre", "stripe_size": MIB, "stripe_count": 2, "osts": [8, 9],
+        "pool": "flash", "components": [
+            {"start": 0, "end": 4 * MIB, "stripe_size": MIB, "stripe_count": 2, "osts": [8, 9], "pool": "flash"},
+            {"start": 4 * MIB, "end": -1, "stripe_size": MIB, "stripe_count": -1, "osts": [], "pool": "flash"}]}
+    assert reader.describe(str(plain_dir)) == {
+        "file": str(plain_dir), "source": "lustre", "default": True, "stripe_size": 0, "stripe_count": 0,
+        "osts": [], "pool": "disk",
+        "components": [{"start": 0, "end": -1, "stripe_size": None, "stripe_count": 4, "osts": [], "pool": "disk"}]}
+    assert reader.describe(str(bare)) is None
