@@ -122,8 +122,8 @@ class _Cluster:
     def fastest_time(self, b: float, cap: np.ndarray, need: int) -> float:
         """The least time by which ``need`` stripes of ``b`` bytes can be finished (``cap`` per OST)."""
         lo = 0.0
-        hi = max(float(((self.placed + cap * b) / self.bw).max()),
-                 float(((self.oss_placed + np.bincount(self.oss, weights=cap, minlength=len(self.oss_bw)) * b)
+        hi = max(float(((self.placed + (cap + 1) * b) / self.bw).max()),  # a stripe of margin against rounding
+                 float(((self.oss_placed + (np.bincount(self.oss, weights=cap, minlength=len(self.oss_bw)) + 1) * b)
                         / self.oss_bw).max()))
         for _ in range(_BISECT_STEPS):
             mid = (lo + hi) / 2
@@ -144,7 +144,8 @@ class _Cluster:
             per_oss = np.bincount(self.oss, weights=self.units(level, base, step, cap), minlength=n_oss)
             return int(np.minimum(per_oss, oss_cap).sum())
 
-        lo, hi = float(np.min(base + step)) - 1.0, float(np.max(base + np.maximum(cap, 1) * step))
+        # one step of margin above the last slot: with steps far below the base, rounding could drop it
+        lo, hi = float(np.min(base + step)) - 1.0, float(np.max(base + (np.maximum(cap, 1) + 1) * step))
         for _ in range(_BISECT_STEPS):
             mid = (lo + hi) / 2
             if mid in (lo, hi) or hi - lo <= _REL_TOL * max(abs(hi), 1e-300):

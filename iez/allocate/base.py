@@ -15,12 +15,13 @@ request's pool are candidates.
 from __future__ import annotations
 
 import gc
+import math
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
-from typing import Sequence
+from dataclasses import dataclass, replace
+from typing import Callable, Sequence
 
 from iez.allocate.stripe import ALIGNMENT, MAX_STRIPE_SIZE, stripe_size
-from iez.model import ALL_OSTS, Allocation, ClusterState, WriteRequest
+from iez.model import ALL_OSTS, EOF_END, Allocation, ClusterState, Component, WriteRequest, component_stripe_bytes
 
 
 class AllocationError(ValueError):
@@ -80,6 +81,10 @@ class Policy(ABC):
     #: (vectorised); otherwise :meth:`place` checks each one.
     checks_layouts: bool = False
 
+    #: Whether :meth:`place` first tries every file without degraded OSTs and gives them only to the files
+    #: that need them (Lustre's allocators do it in passes; ``iez`` does it inside its solver).
+    degraded_last: bool = False
+
     def __init__(self, seed: int = 0, stripe_rules: StripeRules | None = None):
         self.seed = seed
         self.stripe_rules = stripe_rules or StripeRules()
@@ -104,23 +109,43 @@ class Policy(ABC):
                 gc.enable()
 
     def _place_batch(self, cluster: ClusterState, requests: tuple[WriteRequest, ...]) -> Placement:
-        outcomes: list[Allocation | Refused | None] = [None] * len(requests)
+        sizes: dict[str | None, int] = {}
+
+        def usable(pool: str | None) -> int:
+            if pool not in sizes:
+                sizes[pool] = sum(1 for o in cluster.osts if o.takes_stripes and (pool is None or pool in o.pools))
+            return sizes[pool]
+
+        parts, owners = expand_requests(requests, self.stripe_rules, usable)
+        part_outcomes = self._place_parts(cluster, parts)
+        outcomes: list[Allocation | Refused] = []
+        degraded = {o.index for o in cluster.osts if o.state == "degraded"}
+        for request, owned in zip(requests, owners):
+            if isinstance(owned, Refused):
+                outcomes.append(owned)
+                continue
+            outcomes.append(assemble(request, owned, parts, part_outcomes, self.name, degraded))
+        return Placement(requests, tuple(outcomes))
+
+    def _place_parts(self, cluster: ClusterState, parts: list["Part"]) -> list[tuple[int, ...] | Refused]:
+        """Each part on the candidates of its pool, every pool's parts in one call to the policy."""
+        outcomes: list[tuple[int, ...] | Refused | None] = [None] * len(parts)
         by_pool: dict[str | None, list[int]] = {}
-        for i, request in enumerate(requests):
-            by_pool.setdefault(request.pool or None, []).append(i)
+        for i, part in enumerate(parts):
+            by_pool.setdefault(part.request.pool or None, []).append(i)
         for pool, members in by_pool.items():
             candidates = [o for o in cluster.osts if o.takes_stripes and (pool is None or pool in o.pools)]
             view = cluster.with_osts(candidates)
             where = f"pool {pool}" if pool else "the file system"
             todo, counts, sizes = [], [], []
-            # a job's files are mostly alike: resolve each (size, stripe count) shape once
-            shape_of: dict[tuple[int, int], tuple[int, int] | Refused] = {}
+            # a job's files are mostly alike: resolve each (size, stripe count, stripe size) shape once
+            shape_of: dict[tuple[int, int, int | None], tuple[int, int] | Refused] = {}
             for i in members:
-                request = requests[i]
-                key = (request.write_bytes, request.stripe_count)
+                part = parts[i]
+                key = (part.request.write_bytes, part.request.stripe_count, part.stripe_size)
                 shape = shape_of.get(key)
                 if shape is None:
-                    shape = shape_of[key] = self._shape(request, len(candidates), where)
+                    shape = shape_of[key] = self._shape(part.request, len(candidates), where, part.stripe_size)
                 if type(shape) is Refused:
                     outcomes[i] = shape
                 else:
@@ -129,10 +154,7 @@ class Policy(ABC):
                     sizes.append(shape[1])
             if not todo:
                 continue
-            try:
-                lists = self._place(view, [requests[i] for i in todo], counts, sizes)
-            except AllocationError as err:  # a policy that can only place the batch as a whole
-                lists = [Refused(err.reason)] * len(todo)
+            lists = self._place_view(view, [parts[i].request for i in todo], counts, sizes)
             name, checked = self.name, self.checks_layouts
             for i, count, size, osts in zip(todo, counts, sizes, lists):
                 if type(osts) is Refused:
@@ -140,18 +162,44 @@ class Policy(ABC):
                     continue
                 layout = tuple(osts)
                 if not checked and (len(layout) != count or len(set(layout)) != count):
-                    raise AssertionError(f"{name}: {requests[i].file} got OSTs {layout}, wanted {count} distinct")
-                outcomes[i] = Allocation(requests[i].file, size, layout, name)
-        return Placement(requests, tuple(outcomes))  # type: ignore[arg-type]
+                    raise AssertionError(f"{name}: {parts[i].request.file} got OSTs {layout}, wanted {count} distinct")
+                outcomes[i] = layout
+                parts[i].size = size
+        return outcomes  # type: ignore[return-value]
 
-    def _shape(self, request: WriteRequest, usable: int, where: str) -> tuple[int, int] | Refused:
-        """The request's stripe count (``-1`` expanded) and stripe size, or why it cannot be placed at all."""
+    def _place_view(self, view: ClusterState, requests: list[WriteRequest], counts: list[int], sizes: list[int]
+                    ) -> list[Sequence[int] | Refused]:
+        """The policy over one pool's candidates; with :attr:`degraded_last`, degraded OSTs only for the files
+        the others cannot take (Lustre's allocators skip them on their first pass)."""
+        healthy = [o for o in view.osts if o.state != "degraded"]
+        if not self.degraded_last or len(healthy) == len(view.osts) or not healthy:
+            return self._place_guarded(view, requests, counts, sizes)
+        first = self._place_guarded(view.with_osts(healthy), requests, counts, sizes)
+        again = [k for k, got in enumerate(first) if type(got) is Refused]
+        if again:
+            second = self._place_guarded(view, [requests[k] for k in again], [counts[k] for k in again],
+                                         [sizes[k] for k in again])
+            for k, got in zip(again, second):
+                first[k] = got
+        return first
+
+    def _place_guarded(self, view: ClusterState, requests: list[WriteRequest], counts: list[int],
+                       sizes: list[int]) -> list[Sequence[int] | Refused]:
+        try:
+            return list(self._place(view, requests, counts, sizes))
+        except AllocationError as err:  # a policy that can only place the batch as a whole
+            return [Refused(err.reason)] * len(requests)
+
+    def _shape(self, request: WriteRequest, usable: int, where: str, stripe_size: int | None = None
+               ) -> tuple[int, int] | Refused:
+        """The request's stripe count (``-1`` expanded) and stripe size (``stripe_size`` when the file's policy
+        fixes it), or why it cannot be placed at all."""
         count = usable if request.stripe_count == ALL_OSTS else request.stripe_count
         if usable == 0:
             return Refused(f"no OST of {where} takes new stripes")
         if count > usable:
             return Refused(f"stripe count {count} exceeds the {usable} OSTs of {where} that take new stripes")
-        return count, self.stripe_rules.size(request.write_bytes, count)
+        return count, stripe_size or self.stripe_rules.size(request.write_bytes, count)
 
     @abstractmethod
     def _place(
@@ -162,3 +210,142 @@ class Policy(ABC):
         sizes: Sequence[int],
     ) -> list[Sequence[int] | Refused]:
         """Per request, ``counts[i]`` distinct OST indices in stripe order, or why it is refused."""
+
+
+@dataclass
+class Part:
+    """One placement unit: a plain file, one reached component of a composite file, or one round of an
+    overstriped component (at most one stripe per OST of its pool). ``request`` carries the bytes, stripe count and pool the policy sees;
+    ``stripe_size`` is fixed when the file's policy says it; ``size`` is what the placement chose."""
+
+    request: WriteRequest
+    stripe_size: int | None = None
+    size: int = 0
+
+
+@dataclass(frozen=True)
+class _Owned:
+    """Where a request's parts are: ``plain`` part index, or per component a list of part indices
+    (several for an overstriped component, one round of distinct OSTs each; none for an extent not reached or
+    on the MDT)."""
+
+    plain: int | None
+    components: tuple[tuple[Component, tuple[int, ...], int | None], ...] = ()
+    pool: str | None = None
+
+
+def component_stripe_size(component: Component, component_bytes: int, count: int, rules: StripeRules) -> int:
+    """A reached component's stripe size: the template's, else paper Method II over the component's bytes,
+    lowered to a size that divides the extent's boundaries (Lustre requires aligned extents)."""
+    if component.stripe_size:
+        return component.stripe_size
+    size = rules.size(component_bytes, count)
+    bounds = [b for b in (component.start, component.end) if b > 0]
+    if not bounds:
+        return size
+    g = math.gcd(*bounds) if len(bounds) > 1 else bounds[0]
+    unit = rules.alignment
+    for k in range(size // unit, 0, -1):
+        if g % (k * unit) == 0:
+            return k * unit
+    return unit
+
+
+def expand_requests(requests: Sequence[WriteRequest], rules: StripeRules, usable: Callable[[str | None], int]
+                    ) -> tuple[list[Part], list[_Owned | Refused]]:
+    """Requests as placement parts (see :class:`Part`), and where each request's parts are.
+
+    A template of one extent over the whole file (a plain directory default)
+    is a plain layout with its pool, count and size. Of a composite template
+    only the components the predicted size reaches get OSTs; a Data-on-MDT
+    component never does; a component's pool is its own, else the file's.
+    ``usable(pool)`` is how many OSTs of a pool take new stripes.
+    """
+    parts: list[Part] = []
+    owners: list[_Owned | Refused] = []
+    for request in requests:
+        comps = request.components
+        if len(comps) == 1 and comps[0].end == EOF_END and not comps[0].dom and not comps[0].overstriping:
+            only = comps[0]
+            pool = only.pool or request.pool
+            plain = replace(request, stripe_count=only.stripe_count, pool=pool, components=())
+            owners.append(_Owned(len(parts), (), pool))
+            parts.append(Part(plain, only.stripe_size or request.stripe_size))
+            continue
+        if not comps:
+            owners.append(_Owned(len(parts), (), request.pool))
+            parts.append(Part(request, request.stripe_size))
+            continue
+        placed: list[tuple[Component, tuple[int, ...], int | None]] = []
+        for comp in comps:
+            pool = comp.pool or request.pool
+            if comp.dom or not comp.reached(request.write_bytes):
+                placed.append((comp, (), None))
+                continue
+            nbytes = comp.bytes_in(request.write_bytes)
+            if comp.overstriping and comp.stripe_count != ALL_OSTS and comp.stripe_count > usable(pool):
+                # more stripes than OSTs: rounds of distinct OSTs, so each OST holds its share of the file
+                size = component_stripe_size(comp, nbytes, comp.stripe_count, rules)
+                probe = Component(comp.start, comp.end, comp.stripe_count, size, pool,
+                                  tuple(range(comp.stripe_count)), overstriping=True)
+                objects = component_stripe_bytes(probe, request.write_bytes)
+                width = max(1, usable(pool))
+                first = len(parts)
+                for r in range(0, len(objects), width):
+                    chunk = objects[r:r + width]
+                    parts.append(Part(replace(request, write_bytes=sum(chunk), stripe_count=len(chunk), pool=pool,
+                                              components=()), size))
+                placed.append((comp, tuple(range(first, len(parts))), size))
+                continue
+            size = None
+            if comp.stripe_count != ALL_OSTS:
+                size = component_stripe_size(comp, nbytes, comp.stripe_count, rules)
+            elif comp.stripe_size:
+                size = comp.stripe_size
+            placed.append((comp, (len(parts),), size))
+            parts.append(Part(replace(request, write_bytes=nbytes, stripe_count=comp.stripe_count, pool=pool,
+                                      components=()), size))
+        if not any(indices for _, indices, _ in placed):
+            owners.append(Refused("the predicted size fits in the Data-on-MDT component: no OST to choose, "
+                                  "the directory's default layout applies as it is"))
+            continue
+        owners.append(_Owned(None, tuple(placed), request.pool))
+    return parts, owners
+
+
+def assemble(request: WriteRequest, owned: _Owned, parts: Sequence[Part],
+             outcomes: Sequence[tuple[int, ...] | Refused], policy: str, degraded: set[int]) -> Allocation | Refused:
+    """The request's :class:`Allocation` from its parts' outcomes (refused as a whole if any part is)."""
+    if owned.plain is not None:
+        osts = outcomes[owned.plain]
+        if isinstance(osts, Refused):
+            return osts
+        return Allocation(request.file, parts[owned.plain].size, osts, policy, owned.pool, (),
+                          _degraded_note(osts, degraded))
+    comps: list[Component] = []
+    for comp, indices, size in owned.components:
+        pool = comp.pool or request.pool
+        if not indices:  # not reached, or Data-on-MDT: the template as it is
+            comps.append(replace(comp, pool=pool))
+            continue
+        got = [outcomes[i] for i in indices]
+        bad = next((g for g in got if isinstance(g, Refused)), None)
+        if bad is not None:
+            end = "EOF" if comp.end == EOF_END else comp.end
+            return Refused(f"component [{comp.start}, {end}): {bad.reason}")
+        osts = tuple(o for g in got for o in g)  # type: ignore[union-attr]
+        comps.append(Component(comp.start, comp.end, len(osts), size or parts[indices[0]].size, pool, osts,
+                               overstriping=comp.overstriping))
+    placed = [c for c in comps if c.osts]
+    all_osts = tuple(o for c in placed for o in c.osts)
+    pools = {c.pool for c in comps}
+    return Allocation(request.file, placed[0].stripe_size or 0, all_osts, policy,
+                      pools.pop() if len(pools) == 1 else None, tuple(comps), _degraded_note(all_osts, degraded))
+
+
+def _degraded_note(osts: Sequence[int], degraded: set[int]) -> str:
+    used = sorted({o for o in osts if o in degraded})
+    if not used:
+        return ""
+    names = ", ".join(str(o) for o in used)
+    return f"degraded OST{'s' if len(used) > 1 else ''} {names} used: no other OST could take the file"

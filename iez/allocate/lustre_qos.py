@@ -138,6 +138,7 @@ class QosPolicy(Policy):
 
     name = "qos"
     size_aware = False
+    degraded_last = True
 
     def __init__(self, seed: int = 0, threshold_rr: float = 0.17, prio_free: float = 0.90, **kw):
         super().__init__(seed, **kw)

@@ -31,8 +31,10 @@ What is simplified
 - One pool: the OSTs the policy is shown. If that set (or an OST's server)
   changes, the array is rebuilt, as Lustre does when its RR data goes stale;
   the cursor is kept.
-- Lustre's "full", "degraded" and "no precreated objects" tests and its slower
-  second and third passes are folded into the room test: there is one pass.
+- Lustre's "full" and "no precreated objects" tests are folded into the room
+  test. Its first pass skips degraded OSTs and a later pass takes them: here a
+  file is first placed without degraded OSTs and only a file refused there is
+  placed again with them (:attr:`Policy.degraded_last`).
 - Lustre may give a file with a default layout fewer stripes than asked; here a
   file gets exactly its stripe count or is refused, and a refused file leaves
   the cursor where it was.
@@ -115,6 +117,7 @@ class RoundRobinPolicy(Policy):
 
     name = "rr"
     size_aware = False
+    degraded_last = True
 
     def __init__(self, seed: int = 0, **kw):
         super().__init__(seed, **kw)

@@ -92,6 +92,12 @@ class ClusterSpec:
     oss_bandwidth_factor: tuple[float, ...] = ()
     ost_load_share: tuple[tuple[int, float], ...] = ()
     fill_cap: float = DEFAULT_FILL_CAP
+    #: OST pools by OST position: ``(("flash", (0, 1, 2, 3)),)``; an OST may be in several.
+    pools: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    #: OST states other than active, by position: ``((4, "degraded"),)``.
+    states: tuple[tuple[int, str], ...] = ()
+    #: Per-OST bandwidth factors by position (flash beside disk): ``((0, 4.0),)``.
+    ost_bandwidth_factor: tuple[tuple[int, float], ...] = ()
 
     @property
     def ost_count(self) -> int:
@@ -111,9 +117,16 @@ class ClusterSpec:
         kbytes_total = self.ost_bytes // 1024
         used_kb = np.floor(fill.fractions(self.ost_count) * kbytes_total).astype(np.int64)
         load = dict(self.ost_load_share)
+        states = dict(self.states)
+        factor = dict(self.ost_bandwidth_factor)
+        pools: dict[int, list[str]] = {}
+        for name, positions in self.pools:
+            for p in positions:
+                pools.setdefault(p, []).append(name)
         osts = [
             OST(i + 1, self.oss_id(i // self.osts_per_oss), kbytes_total, kbytes_total - int(used_kb[i]),
-                bandwidth=ost_bw, load=ost_bw * load.get(i, 0.0))
+                bandwidth=ost_bw * factor.get(i, 1.0), load=ost_bw * factor.get(i, 1.0) * load.get(i, 0.0),
+                state=states.get(i, "active"), pools=tuple(pools.get(i, ())))
             for i in range(self.ost_count)
         ]
         osses = [
@@ -137,6 +150,12 @@ class ClusterSpec:
             text += "; " + ", ".join(slow) + " bandwidth"
         if self.ost_load_share:
             text += "; congested " + ", ".join(f"OST {p + 1} ({s:.0%} busy)" for p, s in self.ost_load_share)
+        if self.ost_bandwidth_factor:
+            text += "; " + ", ".join(f"OST {p + 1} at {f:g}x" for p, f in self.ost_bandwidth_factor) + " bandwidth"
+        for name, positions in self.pools:
+            text += f"; pool {name}: OSTs {','.join(str(p + 1) for p in positions)}"
+        if self.states:
+            text += "; " + ", ".join(f"OST {p + 1} {state}" for p, state in self.states)
         return text
 
 

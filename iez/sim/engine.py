@@ -31,8 +31,8 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 
 from iez.allocate import make_policy
-from iez.allocate.base import Refused, StripeRules
-from iez.model import ALL_OSTS, ClusterState, raid0_bytes
+from iez.allocate.base import Refused, StripeRules, expand_requests
+from iez.model import ALL_OSTS, ClusterState, component_stripe_bytes, raid0_bytes
 from iez.sim.cluster import Overrides
 from iez.sim.metrics import (Bandwidths, balance, fill_spread, makespan, makespan_bound, ost_cost_bound,
                              window_bound)
@@ -147,16 +147,22 @@ def job_objects(prepared: Prepared, requests, rules: StripeRules | None = None) 
     """Per pool, the stripe-object sizes the job's files would have (every policy sizes stripes alike)."""
     rules = rules or StripeRules()
     out: dict[str | None, list[int]] = {}
-    usable = {}
-    for request in requests:
-        pool = request.pool or None
+    usable: dict[str | None, int] = {}
+
+    def usable_in(pool: str | None) -> int:
         if pool not in usable:
             usable[pool] = int(prepared.candidates(pool).sum())
-        count = usable[pool] if request.stripe_count == ALL_OSTS else request.stripe_count
-        if count < 1 or count > usable[pool]:
+        return usable[pool]
+
+    parts, _ = expand_requests(requests, rules, usable_in)  # PFL components as the policies see them
+    for part in parts:
+        request = part.request
+        pool = request.pool or None
+        count = usable_in(pool) if request.stripe_count == ALL_OSTS else request.stripe_count
+        if count < 1 or count > usable_in(pool):
             continue  # no policy can place it: it is refused everywhere
-        out.setdefault(pool, []).extend(raid0_bytes(request.write_bytes, rules.size(request.write_bytes, count),
-                                                    count))
+        size = part.stripe_size or rules.size(request.write_bytes, count)
+        out.setdefault(pool, []).extend(raid0_bytes(request.write_bytes, size, count))
     return out
 
 
@@ -224,16 +230,11 @@ def run(scenario: Scenario, policy_name: str, seed: int = 0, settings: Settings 
                 refused.append({"file": request.file, "app": request.app, "reason": outcome.reason})
                 continue
             placed += 1
-            pool = request.pool or None
-            allowed = allowed_for.get(pool)
-            if allowed is None:
-                allowed = allowed_for[pool] = prepared.candidates(pool)
-            key = (request.write_bytes, outcome.stripe_size, outcome.stripe_count)
-            objects = objects_of.get(key)
-            if objects is None:
-                objects = objects_of[key] = raid0_bytes(*key)
             short = False
-            for ost, size in zip(outcome.osts, objects):
+            for ost, size, pool in _pieces(request, outcome, objects_of):
+                allowed = allowed_for.get(pool)
+                if allowed is None:
+                    allowed = allowed_for[pool] = prepared.candidates(pool)
                 p = position[ost]
                 job_bytes[p] += size
                 holding[p] = True
@@ -253,6 +254,21 @@ def run(scenario: Scenario, policy_name: str, seed: int = 0, settings: Settings 
         spreads.append(fill_spread(used, total, takes))
     return _result(prepared, policy_name, files, placed, enospc, excluded, refused, sent, used, holding, pieces,
                    job_times, spreads, spent)
+
+
+def _pieces(request, outcome, objects_of: dict) -> list[tuple[int, int, str | None]]:
+    """``(OST, bytes, pool)`` per stripe object of a placed file; a component's pool is its own (else the
+    file's), and the bytes follow its extent."""
+    if outcome.components:
+        return [(ost, size, component.pool or request.pool or None)
+                for component in outcome.components if component.osts
+                for ost, size in zip(component.osts, component_stripe_bytes(component, request.write_bytes))]
+    key = (request.write_bytes, outcome.stripe_size, outcome.stripe_count)
+    objects = objects_of.get(key)
+    if objects is None:
+        objects = objects_of[key] = raid0_bytes(*key)
+    pool = outcome.pool or request.pool or None
+    return [(ost, size, pool) for ost, size in zip(outcome.osts, objects)]
 
 
 def _result(prepared: Prepared, policy_name: str, files: int, placed: int, enospc: int, excluded: int,

@@ -20,6 +20,13 @@ seeded variants:
   limit, so capped stripes wrap around their OSTs;
 - ``seq-skewed-100jobs-*``: 100 seeded jobs one after another on a skewed
   file system (each job's I/O time and the fill spread after it are reported).
+
+Lustre's own policies (issue 13, tag ``policy``): a flash pool and a disk pool
+used by different jobs; a degraded OST (avoided, and used when a file needs
+every OST); inactive, no-create and read-only OSTs; a PFL default of 1 MiB on
+1 OST, up to 256 MiB on 4, the rest on 8 (plain, and with its components in
+the flash and disk pools). ``excluded_bytes`` counts bytes a policy put
+outside a file's pool or on an OST that takes no stripes.
 """
 
 from __future__ import annotations
@@ -27,8 +34,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
+from iez.model import Component, WriteRequest
 from iez.sim.cluster import GiB, ClusterSpec, DescribedCluster, FillProfile
-from iez.sim.workloads import GB, Job, hacc_io, interleave, ior, job_sequence
+from iez.sim.workloads import GB, Job, hacc_io, interleave, ior, job_sequence, with_policy
+
+MiB = 1 << 20
+#: A typical site default (``lfs setstripe -E 1M -c 1 -E 256M -c 4 -E -1 -c 8 -S 1M``).
+PFL_DEFAULT = (Component(0, MiB, 1, MiB), Component(MiB, 256 * MiB, 4, MiB), Component(256 * MiB, -1, 8, MiB))
+#: The same with its small extents on flash and the rest on disk.
+PFL_POOLS = (Component(0, MiB, 1, MiB, "flash"), Component(MiB, 256 * MiB, 4, MiB, "flash"),
+             Component(256 * MiB, -1, 8, MiB, "disk"))
 
 PAPER_FILL = FillProfile("random", 0.10, 0.22, seed=7)
 SKEWED_FILL = FillProfile("random", 0.20, 0.80, seed=11)
@@ -95,6 +110,60 @@ def _scenarios() -> list[Scenario]:
         lambda: [ior(20000, 20000 * 4 * GiB, 4, app="sim-fpp"), ior(2000, 2000 * 64 * GiB, 16, app="ckpt")],
         tags=("large",)))
     out.extend(_placement_families())
+    out.extend(_policy_scenarios())
+    return out
+
+
+def _mixed_sizes(app: str, directory: str) -> Job:
+    """Files of every size a PFL default meets: 512 KiB, 64 MiB, 1 GiB and 4 GiB, 16 of each (but 8 of 4 GiB)."""
+    files = [(f"small.{r:03d}", 512 << 10) for r in range(16)] + [(f"mid.{r:03d}", 64 * MiB) for r in range(16)]
+    files += [(f"big.{r:03d}", GiB) for r in range(16)] + [(f"huge.{r:03d}", 4 * GiB) for r in range(8)]
+    return Job(app, tuple(WriteRequest(app, f"{directory}/{name}", size, 1, r) for r, (name, size) in
+                          enumerate(files)))
+
+
+def _policy_scenarios() -> list[Scenario]:
+    """Lustre's own policies: pools, OST states, PFL defaults (issue 13)."""
+    out: list[Scenario] = []
+    # One flash OSS (4 OSTs, 4x the bandwidth, 4x the server's) beside three disk OSSs.
+    flash_disk = ClusterSpec(4, 4, 10 * GiB, FillProfile("random", 0.10, 0.30, 101), oss_bandwidth_factor=(4, 1, 1, 1),
+                             ost_bandwidth_factor=tuple((p, 4.0) for p in range(4)),
+                             pools=(("flash", (0, 1, 2, 3)), ("disk", tuple(range(4, 16)))))
+    out.append(Scenario(
+        "policy-pools-flash-disk",
+        "a checkpoint job in pool flash (16 files of 1 GB, stripe count 2) and HACC-IO in pool disk (16 processes, "
+        "stripe count 4) at once",
+        flash_disk, lambda: [interleave([with_policy(ior(16, 16 * GB, 2, app="ckpt"), pool="flash"),
+                                         with_policy(hacc_io(16, 4), pool="disk")])], tags=("policy",)))
+    out.append(Scenario(
+        "policy-degraded-ost",
+        "IOR FPP, 16 processes writing 32 GB, stripe count 4; OST 5 degraded (RAID rebuild): no file needs it",
+        ClusterSpec(3, 5, 10 * GiB, FillProfile("random", 0.10, 0.22, 102), states=((4, "degraded"),)),
+        lambda: [ior(16, 32 * GB, 4)], tags=("policy",)))
+    out.append(Scenario(
+        "policy-degraded-ost-needed",
+        "IOR FPP, 4 files of 2 GB at stripe count 15 (every OST); OST 5 degraded: each file needs it",
+        ClusterSpec(3, 5, 10 * GiB, FillProfile("random", 0.10, 0.22, 103), states=((4, "degraded"),)),
+        lambda: [ior(4, 8 * GB, 15)], tags=("policy",)))
+    out.append(Scenario(
+        "policy-inactive-ost",
+        "IOR FPP, 32 processes writing 32 GB, stripe count 8; OST 3 inactive, OST 10 not accepting creates, "
+        "OST 13 read-only",
+        ClusterSpec(3, 5, 10 * GiB, FillProfile("random", 0.10, 0.22, 104),
+                    states=((2, "inactive"), (9, "nocreate"), (12, "readonly"))),
+        lambda: [ior(32, 32 * GB, 8)], tags=("policy",)))
+    out.append(Scenario(
+        "policy-pfl-default",
+        "PFL default 1 MiB on 1 OST, up to 256 MiB on 4, the rest on 8: 56 files of 512 KiB to 4 GiB",
+        _paper(FillProfile("random", 0.10, 0.22, 105)),
+        lambda: [with_policy(_mixed_sizes("pfl-mix", "/lustre/scratch/pfl"), components=PFL_DEFAULT)],
+        tags=("policy",)))
+    out.append(Scenario(
+        "policy-pfl-pools",
+        "PFL default with its first two extents in pool flash and the rest in pool disk: 56 files of 512 KiB to "
+        "4 GiB",
+        flash_disk, lambda: [with_policy(_mixed_sizes("pfl-pools", "/lustre/scratch/pfl"), components=PFL_POOLS)],
+        tags=("policy",)))
     return out
 
 
@@ -179,7 +248,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in _scenarios()}
 
 def resolve(names: str) -> list[Scenario]:
     """Scenarios from a comma list; ``all`` means every one, a tag (``paper``, ``skewed``, ``hetfill``,
-    ``hetbw``, ``few-files``, ``bigstripe``, ``sequence``, ``large``) a family."""
+    ``hetbw``, ``few-files``, ``bigstripe``, ``sequence``, ``large``, ``policy``) a family."""
     chosen: list[Scenario] = []
     for name in (n.strip() for n in names.split(",") if n.strip()):
         if name == "all":

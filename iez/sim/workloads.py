@@ -10,11 +10,12 @@ from __future__ import annotations
 import csv
 import json
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Sequence
 
-from iez.model import WriteRequest
+from iez.layout.model import request_policy
+from iez.model import Component, WriteRequest
 
 GB = 10**9
 GiB = 1 << 30
@@ -33,6 +34,11 @@ class Job:
     @property
     def write_bytes(self) -> int:
         return sum(r.write_bytes for r in self.requests)
+
+
+def with_policy(job: Job, pool: str | None = None, components: tuple[Component, ...] = ()) -> Job:
+    """The job with every file in ``pool`` and/or under the PFL template ``components`` (a directory default)."""
+    return Job(job.app, tuple(replace(r, pool=pool, components=components) for r in job.requests))
 
 
 def ior(ranks: int, total_bytes: int, stripe_count: int, mode: str = "fpp", app: str = "ior",
@@ -102,12 +108,14 @@ def job_sequence(count: int, seed: int, directory: str = "/lustre/scratch/seq") 
 
 
 def load_requests(path: str | Path, app: str | None = None) -> list[Job]:
-    """Jobs from a CSV or JSON request list (columns ``app, file, write_bytes, stripe_count, rank, pool``).
+    """Jobs from a CSV or JSON request list (columns ``app, file, write_bytes, stripe_count, rank, pool,
+    components``).
 
     ``app`` is optional per row (defaults to ``app`` or the file stem); rows of one
     app form one job, jobs in the order they first appear. ``pool`` (optional)
-    restricts the file to that OST pool. Bad rows raise :class:`ValueError`
-    naming the file and row.
+    restricts the file to that OST pool; ``components`` (optional) is its PFL
+    template, a JSON list (JSON text in a CSV cell) of ``{"end", "stripe_count",
+    "stripe_size", "pool"}``. Bad rows raise :class:`ValueError` naming the file and row.
     """
     path = Path(path)
     text = path.read_text()
@@ -135,9 +143,10 @@ def load_requests(path: str | Path, app: str | None = None) -> list[Job]:
         if pool not in (None, "") and not isinstance(pool, str):
             raise ValueError(f"{where}: pool must be a pool name, got {pool!r}")
         try:
+            pool, components = request_policy(pool, row.get("components"), where)
             request = WriteRequest(name, str(row["file"]), int(row["write_bytes"]), int(row["stripe_count"]),
                                    int(row.get("rank") if row.get("rank") not in (None, "") else 0),
-                                   pool or None)
+                                   pool, components)
         except (TypeError, ValueError) as err:
             raise ValueError(f"{where}: {err}") from None
         jobs.setdefault(name, []).append(request)
