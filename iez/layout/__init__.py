@@ -7,7 +7,8 @@ commands work on a laptop and in CI.
 
 - :mod:`iez.layout.model`: the :class:`Layout` value both sources produce;
 - :mod:`iez.layout.emulated`: the ``user.iez.layout`` attribute and the sidecar log;
-- :mod:`iez.layout.lustre`: Lustre detection and ``LL_IOC_LOV_GETSTRIPE``;
+- :mod:`iez.layout.lustre`: Lustre detection, layouts read from ``lustre.lov`` (composite too), defaults set;
+- :mod:`iez.layout.rules`: what Lustre accepts as a layout, and layouts from the tools' JSON;
 - :mod:`iez.layout.read`: one file's layout, whichever source holds it;
 - :mod:`iez.layout.usage`: bytes per OST below a directory, and their OSTCost.
 """

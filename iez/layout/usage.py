@@ -71,8 +71,8 @@ class Usage:
             osts.append(row)
         return {"dir": self.dir, "files": self.files, "placed_files": self.placed_files,
                 "unplaced_files": self.unplaced_files, "unplaced_bytes": self.unplaced_bytes,
-                "skipped_files": self.skipped_files, "mdt_bytes": self.mdt_bytes, "osts": osts, "ost_cost": self.ost_cost,
-                "mean_bytes": self.mean_bytes, "max_bytes": self.max_bytes}
+                "skipped_files": self.skipped_files, "mdt_bytes": self.mdt_bytes, "osts": osts,
+                "ost_cost": self.ost_cost, "mean_bytes": self.mean_bytes, "max_bytes": self.max_bytes}
 
 
 def regular_files(root: str, problems: list[str]) -> Iterator[tuple[str, os.stat_result]]:

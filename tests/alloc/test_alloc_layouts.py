@@ -76,7 +76,8 @@ def test_a_composite_layout_round_trips(db):
 def test_components_may_reuse_an_ost_and_a_new_pin_replaces_the_old(db):
     layout = {"components": [{"end": 4 * MIB, "stripe_size": MIB, "osts": [4, 5]},
                              {"end": -1, "stripe_size": 2 * MIB, "osts": [5, 6, 7], "pool": "disk"}]}
-    assert iez_cli("alloc", "add", "--db", db, "--file", "/l/r", "--stripe-size", "65536", "--osts", "9").returncode == 0
+    plain = iez_cli("alloc", "add", "--db", db, "--file", "/l/r", "--stripe-size", "65536", "--osts", "9")
+    assert plain.returncode == 0
     assert iez_cli("alloc", "add", "--db", db, "--file", "/l/r", "--layout", json.dumps(layout)).returncode == 0
     shown = show(db, "/l/r")
     assert shown["osts"] == [4, 5, 5, 6, 7] and shown["stripe_count"] == 5 and "pool" not in shown

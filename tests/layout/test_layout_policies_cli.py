@@ -174,7 +174,8 @@ def test_set_default_needs_a_directory(tmp_path):
     gone = iez(tmp_path, "layout", "set-default", str(tmp_path / "gone"), "--stripe-count", "2")
     assert gone.returncode == 2 and "No such file or directory" in gone.stderr and str(tmp_path / "gone") in gone.stderr
     neither = iez(tmp_path, "layout", "set-default", str(tmp_path))
-    assert neither.returncode == 2 and "one of the arguments --layout --stripe-count --clear is required" in neither.stderr
+    assert neither.returncode == 2
+    assert "one of the arguments --layout --stripe-count --clear is required" in neither.stderr
 
 
 # ---- usage -------------------------------------------------------------------------------------------
