@@ -17,7 +17,7 @@ import sys
 import warnings
 
 from iez.layout import emulated, lustre
-from iez.layout.model import Layout
+from iez.layout.model import Layout, lexical_abspath
 from iez.layout.read import LayoutReader
 from iez.layout.rules import check_lustre_components, check_stripe_size, dom_sized, layout_components, loads
 from iez.layout.usage import Usage, usage
@@ -156,7 +156,7 @@ def _set_default(args: argparse.Namespace) -> int:
         how = set_emulated_default(directory, comps, reader.xattr)
     if args.clear:
         if args.json:
-            print(json.dumps({"file": os.path.abspath(directory), "default": None, "how": how}))
+            print(json.dumps({"file": lexical_abspath(directory), "default": None, "how": how}))
         else:
             print(f"{directory}: default layout cleared ({how})")
         return 0

@@ -117,7 +117,8 @@ def test_set_default_from_options_replaces_and_clear_removes_it(tmp_path):
     assert cleared.returncode == 0 and cleared.stdout.strip() == f"{d}: default layout cleared (user.iez.layout)"
     assert "user.iez.layout" not in os.listxattr(d)
     assert iez(tmp_path, "layout", "show", str(d)).returncode == 1
-    assert iez(tmp_path, "layout", "set-default", str(d), "--clear").returncode == 0  # none left: still fine
+    again = ok_json(tmp_path, "layout", "set-default", str(d), "--clear")  # none left: still fine
+    assert again == {"file": str(d), "default": None, "how": "user.iez.layout"}
 
 
 def test_set_default_honours_iez_layout_xattr(tmp_path):
