@@ -1,7 +1,11 @@
 """Request and response bodies of the REST API, in one place.
 
 Limits follow Lustre and the database: absolute paths up to 4096 bytes, byte
-counts below 2^63, stripe counts 1..2000 or -1 (all OSTs), OST indices 0..65535.
+counts below 2^63, stripe counts 1..2000 or -1 (all OSTs), OST indices 0..65535,
+pool names as Lustre's (up to 15 letters, digits, ``_`` or ``-``). A request's
+``components`` is the contract's PFL template (``[{"end", "stripe_count",
+"stripe_size", "pool"}, ...]``, checked by :func:`iez.layout.model.components_from_json`);
+a bad one is a 422 naming the request, the component and what is wrong.
 """
 
 from __future__ import annotations
@@ -14,6 +18,9 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validat
 from iez.allocate import POLICY_NAMES
 from iez.db.models import MAX_PATH_BYTES
 from iez.db.stats import OssReport, OstReport
+from iez.layout.emulated import canonical_template, parse_attr
+from iez.layout.model import components_from_json
+from iez.model import check_pool_name
 
 INT64_MAX = 2**63 - 1
 INT32_MAX = 2**31 - 1
@@ -42,6 +49,32 @@ def _stripe_count(count: int) -> int:
     if count != -1 and not 1 <= count <= 2000:
         raise ValueError("must be 1..2000, or -1 for all OSTs")
     return count
+
+
+def _pool(name: str) -> str:
+    try:
+        return check_pool_name(name, "@")
+    except ValueError as err:
+        raise ValueError(str(err).removeprefix("@: ")) from None
+
+
+def _template(items: list) -> list:
+    """The template as given, once :func:`components_from_json` accepts it (extents chained, counts valid)."""
+    try:
+        components_from_json(items, "@")
+    except ValueError as err:
+        raise ValueError(str(err).removeprefix("@: ")) from None
+    return items
+
+
+def _default_layout(text: str) -> str:
+    """Layout text of the directory default the request was learnt under, kept in canonical form."""
+    if text == "":
+        return text
+    try:
+        return canonical_template(parse_attr(text, "@"))
+    except ValueError as err:
+        raise ValueError(str(err).removeprefix("@: ")) from None
 
 
 Text = Annotated[str, Field(min_length=1, max_length=255), AfterValidator(_encodable)]
@@ -124,9 +157,14 @@ class WriteRequestIn(BaseModel):
     file: FilePath
     write_bytes: Bytes
     stripe_count: StripeCount
-    rank: int = Field(default=0, ge=0, le=INT32_MAX)
+    rank: int = Field(default=0, ge=-1, le=INT32_MAX, description="MPI rank; -1 for a file several ranks share")
     stripe_size: int | None = Field(default=None, gt=0, le=INT64_MAX)
     source: Literal["traced", "predicted", "darshan"] = "predicted"
+    pool: Annotated[str, AfterValidator(_pool)] | None = Field(default=None, description="the file's OST pool")
+    components: Annotated[list[dict], Field(min_length=1, max_length=64), AfterValidator(_template)] | None = Field(
+        default=None, description="PFL template: [{end (-1: end of file), stripe_count, stripe_size, pool}, ...]")
+    default_layout: Annotated[str, Field(max_length=65536), AfterValidator(_default_layout)] | None = Field(
+        default=None, description="layout text of the directory default the request was learnt under ('' none)")
 
 
 class RequestsIn(BaseModel):
@@ -158,6 +196,10 @@ class Layout(BaseModel):
     stripe_size: int
     stripe_count: int
     osts: list[int]
+    pool: str | None = Field(default=None, description="present when the layout has a pool")
+    components: list[dict] | None = Field(
+        default=None, description="present for a composite (PFL) layout: {start, end, stripe_size, stripe_count, "
+        "osts} per component")
 
 
 class RefusedFile(BaseModel):

@@ -114,7 +114,7 @@ def test_requests_that_do_not_fit_answer_409_and_store_nothing(api):
     ({"file": "/ok", "write_bytes": 1, "stripe_count": 0, "rank": 0}, "requests[0].stripe_count"),
     ({"file": "/ok", "write_bytes": 1, "stripe_count": 2001, "rank": 0}, "requests[0].stripe_count"),
     ({"file": "/ok", "write_bytes": 1, "stripe_count": -2, "rank": 0}, "requests[0].stripe_count"),
-    ({"file": "/ok", "write_bytes": 1, "stripe_count": 1, "rank": -1}, "requests[0].rank"),
+    ({"file": "/ok", "write_bytes": 1, "stripe_count": 1, "rank": -2}, "requests[0].rank"),  # -1: shared
     ({"write_bytes": 1, "stripe_count": 1, "rank": 0}, "requests[0].file"),
 ])
 def test_invalid_requests_answer_422_naming_the_field(api, request_item, field):

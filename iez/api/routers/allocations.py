@@ -27,7 +27,9 @@ from iez.api.schemas import (
 )
 from iez.config import Settings
 from iez.db.lookup import LayoutReader
-from iez.model import MiB
+from iez.layout.model import component_json
+from iez.model import Allocation, MiB
+from iez.trace.policy import composite
 from iez.placement import PlacementSettings, place_app
 
 JSON = "application/json"
@@ -35,9 +37,17 @@ router = APIRouter(tags=["allocations"])
 reads = APIRouter(tags=["allocations"])
 
 
+def layout_of(a: Allocation) -> Layout:
+    """The answer for one allocation: the plain fields, and ``pool``/``components`` when it has them."""
+    return Layout(file=a.file, stripe_size=a.stripe_size, stripe_count=a.stripe_count, osts=list(a.osts),
+                  pool=a.pool or None,
+                  components=[component_json(c) for c in a.components] if composite(a.components) else None)
+
+
 @router.post(
     "/v1/allocate",
     response_model=Allocations,
+    response_model_exclude_none=True,
     dependencies=[Depends(deps.require_writer)],
     responses={404: {"model": Problem}, 409: {"model": Problem}},
 )
@@ -69,8 +79,7 @@ def allocate(
         raise HTTPException(409, f"no file of {body.app} could be placed ({len(done.refused)} refused); "
                                  f"{file}: {reason}")
     return Allocations(
-        allocations=[Layout(file=a.file, stripe_size=a.stripe_size, stripe_count=a.stripe_count, osts=list(a.osts))
-                     for a in done.placed],
+        allocations=[layout_of(a) for a in done.placed],
         refused=[RefusedFile(file=f, reason=r) for f, r in done.refused],
     )
 
