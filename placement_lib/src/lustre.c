@@ -225,6 +225,8 @@ static int parse_sub(const unsigned char *p, size_t n, struct iez_comp *c, struc
     c->overstripe = (pattern & IEZ_LOV_PATTERN_OVERSTRIPING) != 0;
     memcpy(c->pool, lum.lmm_pool_name, plen);
     c->pool[plen] = '\0';
+    if (lum.lmm_stripe_count >= IEZ_LOV_ALL_STRIPES_WIDE && lum.lmm_stripe_count != IEZ_LOV_ALL_STRIPES)
+        return -1; /* "N stripes per OST" (lfs setstripe -C -N): the text has no such count */
     c->stripe_count = lum.lmm_stripe_count == IEZ_LOV_ALL_STRIPES ? -1 : lum.lmm_stripe_count;
     if (objects && !released && c->stripe_count > 0) {
         int count = c->stripe_count;
@@ -239,6 +241,8 @@ static int parse_sub(const unsigned char *p, size_t n, struct iez_comp *c, struc
         c->nosts = count;
         l->nosts += count;
     }
+    if (c->stripe_count == 0)
+        c->stripe_count = 1; /* the file system's default count (lov.stripecount), 1 unless changed: as iez.layout.lustre */
     return 0;
 }
 
@@ -299,6 +303,8 @@ int iez_lustre_parse_lum(const void *buf, size_t len, struct iez_layout *l, int 
         memset(c, 0, sizeof *c);
         c->end = IEZ_EOF;
         rc = parse_sub(p, len, c, l, with_osts);
+        if (rc == 0 && with_osts && !c->nosts)
+            rc = -1; /* a file's plain layout without objects (none yet, HSM released): no layout to tell */
         if (rc == 0)
             l->ncomps = 1;
     }

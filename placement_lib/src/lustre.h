@@ -21,6 +21,7 @@
 #define IEZ_LOV_PATTERN_F_RELEASED 0x80000000 /* HSM released: no objects */
 #define IEZ_LOV_OFFSET_DEFAULT 0xffff      /* lmm_stripe_offset -1: Lustre chooses the OSTs */
 #define IEZ_LOV_ALL_STRIPES 0xffff         /* lmm_stripe_count -1: every OST (of the pool) */
+#define IEZ_LOV_ALL_STRIPES_WIDE 0xffe0    /* 0xffe0..0xfffe: overstriping, N stripes per OST */
 #define IEZ_LOV_MAXPOOLNAME 15
 #define IEZ_LOV_MAX_STRIPE_COUNT 2000
 #define IEZ_LOV_MIN_STRIPE_SIZE 65536

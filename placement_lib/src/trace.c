@@ -129,11 +129,14 @@ static void take_dir_layout(struct record *r)
     char *text = malloc(IEZ_TEMPLATE_MAX);
     if (!text)
         return;
-    int rc = iez_dir_default_template(r->path, r->lustre, text, IEZ_TEMPLATE_MAX);
-    if (rc == 0 && text[0])
+    struct iez_layout *check = malloc(sizeof *check);
+    int rc = check ? iez_dir_default_template(r->path, r->lustre, text, IEZ_TEMPLATE_MAX) : -1;
+    /* only text iez.trace reads back: a default iez cannot read is learnt as none, then skipped */
+    if (rc == 0 && text[0] && iez_layout_parse(text, strlen(text), check) == 0)
         __atomic_store_n(&r->dir_layout, text, __ATOMIC_RELEASE);
     else
         free(text); /* none, or unreadable: the column stays empty */
+    free(check);
 }
 
 static struct record *attach(const char *abspath, int fd)

@@ -27,6 +27,7 @@ from sqlalchemy import text
 from conftest import LIB_DIR, LAYOUT_XATTR, MIB, _make, counts_rows, layouts_below, pin_layouts, read_layout
 
 from iez.layout.emulated import canonical_template, format_attr, format_components, parse_attr
+from iez.layout.lustre import parse_lov_user_md
 
 TOOL = LIB_DIR / "build" / "layout_tool"
 
@@ -289,8 +290,14 @@ GETSTRIPE_CASES = {
         "version=2 comp=0:eof:4194304:2:9,4:pool=ssd"),
     "overstriped": (sub_lum(LOV_USER_MAGIC_V3, RAID0 | OVERSTRIPING, MIB, 4, (2, 2, 5, 5)), False,
         "version=2 comp=0:eof:1048576:4:2,2,5,5:overstripe"),
-    "hsm-released": (sub_lum(LOV_USER_MAGIC_V3, RAID0 | RELEASED, MIB, 2, (1, 2)), False,
+    # HSM released (no objects anywhere), and a component created but not instantiated with count 0
+    "hsm-released": (comp_md([
+        (1, LCME_FL_INIT, 0, LUSTRE_EOF, sub_lum(LOV_USER_MAGIC_V3, RAID0 | RELEASED, MIB, 2, (1, 2)))]), False,
         "version=2 comp=0:eof:1048576:2:-"),
+    "uninstantiated-default-count": (comp_md([
+        (1, LCME_FL_INIT, 0, MIB, sub_lum(LOV_USER_MAGIC_V3, RAID0, MIB, 1, (3,))),
+        (2, 0, MIB, LUSTRE_EOF, sub_lum(LOV_USER_MAGIC_V3, RAID0, 0, 0))]), False,
+        "version=2 comp=0:1048576:1048576:1:3 comp=1048576:eof:-:1:-"),
     # a mirrored (FLR) file: ids carry the mirror id in bits 30..16; the text says the first mirror
     "first-mirror": (comp_md([
         ((1 << 16) | 1, LCME_FL_INIT, 0, LUSTRE_EOF, sub_lum(LOV_USER_MAGIC_V3, RAID0, MIB, 1, (4,), "flash")),
@@ -298,13 +305,18 @@ GETSTRIPE_CASES = {
     ], mirrors=1), False, "version=2 comp=0:eof:1048576:1:4:pool=flash"),
     # directory defaults: no objects; stripe size 0 and count 0 are the file system's defaults
     "dir-plain": (sub_lum(LOV_USER_MAGIC_V1, RAID0, 0, 4, offset=0xFFFF), True, "version=2 comp=0:eof:-:4:-"),
+    # stripe count 0: the file system's default count, 1 unless changed (as iez.layout.lustre reads it)
     "dir-plain-fs-defaults": (sub_lum(LOV_USER_MAGIC_V3, RAID0, 0, 0, pool="flash", offset=0xFFFF), True,
-        "version=2 comp=0:eof:-:0:-:pool=flash"),
+        "version=2 comp=0:eof:-:1:-:pool=flash"),
     "dir-pfl": (comp_md([
         (0, 0, 0, MIB, sub_lum(LOV_USER_MAGIC_V3, RAID0, MIB, 1, offset=0xFFFF)),
         (0, 0, MIB, LUSTRE_EOF, sub_lum(LOV_USER_MAGIC_V3, RAID0, MIB, 0xFFFF, offset=0xFFFF)),
     ]), True, "version=2 comp=0:1048576:1048576:1:- comp=1048576:eof:1048576:-1:-"),
 }
+
+
+# iez.layout.lustre refuses mirrored files, and keeps no overstriping flag on a plain layout.
+PYTHON_READS_OTHERWISE = {"first-mirror", "overstriped"}
 
 
 @pytest.mark.parametrize("case", sorted(GETSTRIPE_CASES))
@@ -316,6 +328,11 @@ def test_getstripe_buffers_read_as_the_layout_text(tool, tmp_path, case):
         assert format_attr(parse_attr(formatted, case)) == formatted
         assert template == canonical_template(parse_attr(formatted, case))
         assert v2 == format_components(parse_attr(formatted, case).as_components())
+    if case in PYTHON_READS_OTHERWISE:
+        return
+    # iez.layout.lustre reads the same buffer as the same layout (a directory's: the same template)
+    python = parse_lov_user_md(buf + bytes(65536 - len(buf)), case, directory=directory)
+    assert (canonical_template(python) if directory else format_attr(python)) == want
 
 
 def test_getstripe_refuses_what_the_text_cannot_say(tool, tmp_path):
@@ -326,7 +343,11 @@ def test_getstripe_refuses_what_the_text_cannot_say(tool, tmp_path):
                    (2, 0, 2 * MIB, LUSTRE_EOF, sub_lum(LOV_USER_MAGIC_V3, RAID0, MIB, 1))])
     raid1 = sub_lum(LOV_USER_MAGIC_V3, 0x2, MIB, 1, (1,))
     bad_pool = sub_lum(LOV_USER_MAGIC_V3, RAID0, MIB, 1, (1,), "a.b")
-    for buf in (sel, foreign, gap, raid1, bad_pool):
+    wide = sub_lum(LOV_USER_MAGIC_V3, RAID0 | OVERSTRIPING, MIB, 0xFFE0, ())  # "32 stripes per OST"
+    # a file's plain layout without objects (created, none yet; HSM released): no layout to tell
+    no_objects = sub_lum(LOV_USER_MAGIC_V1, RAID0, MIB, 0)
+    released = sub_lum(LOV_USER_MAGIC_V3, RAID0 | RELEASED, MIB, 2, (1, 2))
+    for buf in (sel, foreign, gap, raid1, bad_pool, wide, no_objects, released):
         assert getstripe(tool, tmp_path, buf) == "error"
     # entries pointing outside the layout, and a layout longer than the buffer: refused, never read past
     broken = bytearray(PFL_FILE)
