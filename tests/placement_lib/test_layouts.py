@@ -511,3 +511,36 @@ def test_traces_record_the_directory_default_when_the_file_was_first_opened(libi
         "c,d.dat": ("", ""),  # no default; no layout off Lustre
     }
     assert rows["a.dat"]["bytes_written"] == "3"
+
+
+@pytest.mark.timeout(120)
+def test_refused_attributes_put_version2_layouts_in_the_sidecar_log(runner, shared_db, state_dir, tmp_path):
+    """Where the attribute is refused (a namespace the kernel does not know), the version-2 text goes to the
+    sidecar log iez reads, and a directory can have no default there."""
+    from iez.layout.emulated import read_sidecar
+
+    db = shared_db("sqlite")
+    work = tmp_path / "work"
+    work.mkdir()
+    pin_rows(db, {work / "pfl.dat": (PFL_POOL, ""), work / "learnt-with-default.dat": (POOL_PLAIN, T1)})
+    done = runner.iez(["touch", work / "pfl.dat", work / "learnt-with-default.dat"], db,
+                      IEZ_LAYOUT_XATTR="bogus.iez.layout")
+    assert (done.returncode, done.stderr) == (0, b"")
+    assert {p: format_attr(layout) for p, layout in read_sidecar(state_dir / "layouts.log").items()} == {
+        str(work / "pfl.dat"): PFL_POOL}
+    (row,) = counts_rows(state_dir)
+    assert (row["hits"], row["skips"], row["errors"]) == ("1", "1", "0")
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("backend", ["sqlite", "mariadb"])
+def test_a_malformed_layout_row_is_an_error_and_the_plain_call(backend, runner, shared_db, state_dir, tmp_path):
+    db = shared_db(backend)
+    work = tmp_path / "work"
+    work.mkdir()
+    pin_rows(db, {work / "bad.dat": ("version=2 comp=0:eof:1048576:2:3,3", None)})  # an OST twice
+    done = runner.iez([sys.executable, "-c", "import sys; open(sys.argv[1], 'w').write('ok')", work / "bad.dat"], db)
+    assert (done.returncode, done.stderr) == (0, b"")
+    assert (work / "bad.dat").read_text() == "ok" and layouts_below(work) == {}
+    (row,) = counts_rows(state_dir)
+    assert (row["hits"], row["misses"], row["errors"], row["skips"]) == ("0", "0", "1", "0")
