@@ -368,10 +368,10 @@ def run_app(settings: Settings, app: str, cmd: Sequence[str], force_trace: bool 
         engine = open_db(settings)
         _store_runs(engine, app, summarise_counts(counts))
         run = check_runs(settings, app, threshold, engine)
-        if run and run["miss_rate"] is not None:
+        if run and (run["miss_rate"] is not None or run["files_skipped"]):
             flagged = marker_path(settings, app).exists()
-            print(f"iez run: {app}: {run['files_found']} files placed, {run['files_missed']} missed "
-                  f"({run['miss_rate']:.0%})"
+            rate = "" if run["miss_rate"] is None else f" ({run['miss_rate']:.0%})"
+            print(f"iez run: {app}: {run['files_found']} files placed, {run['files_missed']} missed{rate}"
                   + (f", {run['files_skipped']} left to Lustre (directory default changed)"
                      if run["files_skipped"] else "") + ("; its next run will be traced again" if flagged else ""),
                   file=log)
