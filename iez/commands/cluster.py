@@ -1,12 +1,21 @@
-"""``iez cluster emulate``: an emulated cluster (parameter trees + one real agent per OSS).
+"""``iez cluster``: an emulated cluster (parameter trees + one real agent per OSS), and its administrator.
 
-    iez cluster emulate --oss 3 --osts-per-oss 5 --ost-size 10G --root DIR [--data DIR] \\
-        [--mds tcp://127.0.0.1:5555] [--interval 1] [--fill 0.1-0.22] [--no-agents]
+    iez cluster emulate --cluster FILE --root DIR [--data DIR] [--fsname NAME] \\
+        [--mds tcp://127.0.0.1:5555] [--interval 1] [--no-agents] [--once]
+    iez cluster emulate --oss 3 --osts-per-oss 5 --ost-size 10G --root DIR [--fill 0.1-0.22] ...
+    iez cluster set --root DIR --ost 3[,4] --state degraded|readonly|nocreate|inactive|active
+    iez cluster set --root DIR --pool flash (--add-osts 3,4 | --remove-osts 4 | --destroy)
+    iez cluster set --root DIR --param osp.*-OST0003-*.max_create_count=0
 
-It creates ``DIR/oss<k>`` trees and ``DIR/cluster.json``, starts
-``iez-agent --root DIR/oss<k> --oss-id oss<k> --mds ...`` for each OSS, and
-keeps the trees in step with the files below the data directories (default
-``DIR/data``) until SIGTERM or Ctrl-C, when it stops the agents it started.
+``emulate`` creates one OSS tree per server (``DIR/<oss id>``), the MDS's tree
+(``DIR/mds``, for ``iez mds --lustre-params DIR/mds``) and ``DIR/cluster.json``,
+starts ``iez-agent --root DIR/<oss id> --oss-id <oss id> --mds ...`` for each
+OSS, and keeps the trees in step with the files below the data directories
+(default ``DIR/data``) until SIGTERM or Ctrl-C, when it stops the agents it
+started. ``--no-agents`` sets up the trees and exits (``--once`` is the same).
+``set`` changes the trees of a running emulation as ``lctl set_param`` and
+``lctl pool_add``/``pool_remove`` would; agents and the MDS see it at their
+next reading.
 """
 
 from __future__ import annotations
@@ -19,6 +28,7 @@ import sys
 import threading
 from pathlib import Path
 
+from iez.model import OST_STATES
 from iez.units import parse_size
 
 
@@ -27,6 +37,9 @@ def register(subparsers) -> None:
     actions = parser.add_subparsers(dest="cluster_action", metavar="ACTION", required=True)
     emulate = actions.add_parser("emulate", help="create parameter trees and run one agent per OSS")
     emulate.add_argument("--root", required=True, type=Path, help="directory for the trees and cluster.json")
+    emulate.add_argument("--cluster", type=Path, metavar="FILE",
+                         help="cluster description: JSON, or `lfs df` [+ `lfs pool_list`] output (OST indices, "
+                              "sizes, fill, pools and states); replaces --oss/--osts-per-oss/--ost-size/--fill")
     emulate.add_argument("--data", action="append", type=Path,
                          help="directory applications write to (repeatable; default ROOT/data)")
     emulate.add_argument("--oss", type=int, default=3)
@@ -37,9 +50,23 @@ def register(subparsers) -> None:
     emulate.add_argument("--fsname", default="iezfs")
     emulate.add_argument("--mds", default="tcp://127.0.0.1:5555", help="MDS endpoint the agents connect to")
     emulate.add_argument("--interval", type=float, default=1.0, help="agent interval and tree refresh, seconds")
-    emulate.add_argument("--no-agents", action="store_true", help="only maintain the trees")
+    emulate.add_argument("--no-agents", action="store_true", help="set up the trees without agents and exit")
     emulate.add_argument("--once", action="store_true", help="create the trees, print them and exit")
     emulate.set_defaults(handler=_emulate)
+
+    change = actions.add_parser("set", help="change OST states, pools or any parameter of an emulated cluster")
+    change.add_argument("--root", required=True, type=Path, help="the emulated cluster's root")
+    change.add_argument("--ost", metavar="LIST", help="OSTs to put in --state: indices, e.g. 3,4 or OST0003")
+    change.add_argument("--state", choices=OST_STATES,
+                        help="degraded, readonly, nocreate (obdfilter switches on the OSS), inactive "
+                             "(osp.*.active=0 on the MDS) or active (all cleared)")
+    change.add_argument("--pool", metavar="NAME", help="the pool to change (created by --add-osts when new)")
+    change.add_argument("--add-osts", metavar="LIST", help="lctl pool_add: OSTs joining --pool")
+    change.add_argument("--remove-osts", metavar="LIST", help="lctl pool_remove: OSTs leaving --pool")
+    change.add_argument("--destroy", action="store_true", help="lctl pool_destroy: drop the (empty) --pool")
+    change.add_argument("--param", action="append", metavar="NAME=VALUE",
+                        help="lctl set_param on the emulated node holding NAME (globs allowed; repeatable)")
+    change.set_defaults(handler=_set)
 
 
 def _fill(text: str) -> tuple[float, float]:
@@ -56,46 +83,77 @@ def agent_command() -> list[str]:
 
 
 def _emulate(args: argparse.Namespace) -> int:
-    from iez.emulate.cluster import Emulator, create
+    from iez.emulate.cluster import Emulator, create, describe_states, layout_from_counts, layout_from_description
 
     if not 0.1 <= args.interval <= 3600:
         raise ValueError(f"--interval {args.interval} is outside 0.1..3600")
     data = [str(d) for d in (args.data or [args.root / "data"])]
-    layout = create(args.root, data, args.oss, args.osts_per_oss, parse_size(args.ost_size), _fill(args.fill),
-                    args.seed, args.fsname)
-    print(f"emulated cluster: {layout.oss} OSS x {layout.osts_per_oss} OSTs of {layout.ost_kb // 1024} MiB "
-          f"under {layout.root}; data in {', '.join(layout.data)}", flush=True)
-    if args.once:
+    args.root.mkdir(parents=True, exist_ok=True)
+    if args.cluster:
+        layout = layout_from_description(args.root, data, args.cluster, args.fsname)
+    else:
+        layout = layout_from_counts(args.root, data, args.oss, args.osts_per_oss, parse_size(args.ost_size),
+                                    _fill(args.fill), args.seed, args.fsname)
+    create(layout)
+    total_gib = sum(o.kbytes_total for o in layout.osts) / (1 << 20)
+    print(f"emulated cluster: {len(layout.osses)} OSS, {len(layout.osts)} OSTs, {total_gib:.3g} GiB under "
+          f"{layout.root}; data in {', '.join(layout.data)}", flush=True)
+    print(f"{describe_states(layout)}; MDS parameters: iez mds --lustre-params {layout.mds_root}", flush=True)
+    if args.once or args.no_agents:
         return 0
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    agents: list[subprocess.Popen] = []
+    agents: dict[str, subprocess.Popen] = {}
     try:
-        if not args.no_agents:
-            interval = str(max(1, round(args.interval)))
-            for k in range(layout.oss):
-                agents.append(subprocess.Popen(agent_command() + [
-                    "--root", str(layout.oss_root(k)), "--oss-id", f"oss{k}", "--mds", args.mds,
-                    "--interval", interval, "--fsname", layout.fsname]))
-            print(f"started {len(agents)} agents -> {args.mds}", flush=True)
+        interval = str(max(1, round(args.interval)))
+        for oss_id in layout.oss_ids:
+            agents[oss_id] = subprocess.Popen(agent_command() + [
+                "--root", str(layout.oss_root(oss_id)), "--oss-id", oss_id, "--mds", args.mds,
+                "--interval", interval, "--fsname", layout.fsname])
+        print(f"started {len(agents)} agents -> {args.mds}", flush=True)
         emulator = Emulator(layout)
-        reported: set[int] = set()
+        reported: set[str] = set()
         while not stop.is_set():
             emulator.update()
-            for k, agent in enumerate(agents):
-                if agent.poll() is not None and k not in reported:
-                    # the trees stay up to date: an agent started by hand for oss<k> takes over
-                    reported.add(k)
-                    print(f"iez cluster: agent oss{k} exited with {agent.returncode}", file=sys.stderr, flush=True)
+            for oss_id, agent in agents.items():
+                if agent.poll() is not None and oss_id not in reported:
+                    # the trees stay up to date: an agent started by hand for this OSS takes over
+                    reported.add(oss_id)
+                    print(f"iez cluster: agent {oss_id} exited with {agent.returncode}", file=sys.stderr, flush=True)
             stop.wait(args.interval / 2)
     finally:
-        for agent in agents:
+        for agent in agents.values():
             if agent.poll() is None:
                 agent.terminate()
-        for agent in agents:
+        for agent in agents.values():
             try:
                 agent.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 agent.kill()
+    return 0
+
+
+def _set(args: argparse.Namespace) -> int:
+    from iez.emulate.cluster import change_pool, describe_states, set_param, set_state, ClusterLayout
+
+    pool_change = args.add_osts or args.remove_osts or args.destroy
+    if not (args.state or args.pool or args.param):
+        raise ValueError("nothing to change: give --ost LIST --state STATE, --pool NAME with --add-osts, "
+                         "--remove-osts or --destroy, or --param NAME=VALUE")
+    if bool(args.ost) != bool(args.state):
+        raise ValueError("--ost and --state go together: --ost 3,4 --state degraded")
+    if bool(args.pool) != bool(pool_change):
+        raise ValueError("--pool NAME goes with --add-osts LIST, --remove-osts LIST or --destroy")
+    if not (args.root / "cluster.json").is_file():
+        ClusterLayout.load(args.root)  # says how to create one
+    layout = None
+    for assignment in args.param or ():
+        for name in set_param(args.root, assignment):
+            print(f"{name}={assignment.partition('=')[2]}")
+    if args.state:
+        layout = set_state(args.root, args.ost, args.state)
+    if args.pool:
+        layout = change_pool(args.root, args.pool, args.add_osts, args.remove_osts, args.destroy)
+    print(describe_states(layout or ClusterLayout.load(args.root)))
     return 0

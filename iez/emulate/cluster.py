@@ -1,75 +1,207 @@
-"""``iez cluster emulate``: fake ``/proc/fs/lustre`` trees, kept in step with real files.
+"""``iez cluster emulate``: fake Lustre parameter trees, kept in step with real files.
 
-For each OSS ``k`` the tree ``ROOT/oss<k>`` holds, per OST,
-``obdfilter/<fs>-OST<idx>/{kbytestotal,kbytesavail,kbytesfree,stats}`` as a
-Lustre server does (``iez-agent --root ROOT/oss<k>`` reads them). OST indices
-run 0..N-1, OSS by OSS, like the paper's testbed (3 OSS x 5 OSTs). Every
-``interval`` the emulator walks the data directories, stripes each file's
-logical size over its emulated layout (RAID-0 arithmetic, ``iez usage``), and
-rewrites ``kbytesavail`` (capacity less the initial fill less those bytes) and
-the ``write_bytes`` counter of ``stats`` (which only grows, as on a server).
-Files are written to a temporary name and renamed, so an agent never reads
-half a file. Files without a layout are counted as unplaced and change no OST.
+The cluster comes from a description (``--cluster FILE``: the JSON contract or
+``lfs df`` [+ ``lfs pool_list``] text, :mod:`iez.sim.description`) or from
+``--oss/--osts-per-oss/--ost-size/--fill`` (OST indices 0..N-1, OSS by OSS, like
+the paper's testbed of 3 OSS x 5 OSTs). Under ``ROOT``:
+
+- ``ROOT/<oss id>/obdfilter/<fs>-OST<idx>/``, one tree per OSS as a Lustre
+  server has it (``iez-agent --root ROOT/<oss id>`` reads it):
+  ``kbytestotal``, ``kbytesfree``, ``kbytesavail``, ``stats`` (rewritten every
+  interval) and the state switches ``degraded``, ``readonly``, ``no_precreate``
+  (``0``/``1``; written at creation and by ``iez cluster set`` only).
+- ``ROOT/mds/``, the MDS node's tree (``iez mds --lustre-params ROOT/mds``):
+  ``lod/<fs>-MDT0000-mdtlov/{qos_prio_free,qos_threshold_rr,qos_maxage}`` and
+  ``lod/<fs>-MDT0000-mdtlov/pools/<pool>`` (one OST UUID per line), and
+  ``osp/<fs>-OST<idx>-osc-MDT0000/{active,max_create_count,reserved_mb_low}``.
+- ``ROOT/cluster.json``: the cluster description (the JSON contract, so
+  ``iez simulate --cluster ROOT/cluster.json`` reads it) with each OST's current
+  ``state`` and ``pools``, an ``emulation`` object (root, data directories, file
+  system name, pool definitions, qos settings) and each OST's ``base_used_kb``.
+
+A description's state becomes switches the way an administrator sets it:
+``degraded``, ``readonly`` and ``nocreate`` (``no_precreate``) on the OSS,
+``inactive`` as ``osp.*.active=0`` on the MDS. Every ``interval`` the emulator
+walks the data directories, stripes each file's logical size over its emulated
+layout (RAID-0 arithmetic, ``iez usage``), and rewrites ``kbytesavail``
+(capacity less the initial fill less those bytes) and the ``write_bytes``
+counter of ``stats`` (which only grows, as on a server). Files are written to a
+temporary name and renamed, so a reader never sees half a file. Files without
+a layout are counted as unplaced and change no OST.
+
+``iez cluster set`` changes states and pools while it runs, the way ``lctl
+set_param`` and ``lctl pool_add``/``pool_remove`` would: it rewrites the
+switch or pool file atomically, and the next agent or MDS reading picks it up.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import random
+import re
 import time
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from agents.lctl import collect_osts, most_restrictive
+from agents.procfs import read_tree
 from iez.layout.read import LayoutReader
 from iez.layout.usage import usage
+from iez.model import OST_STATES, ClusterState, check_pool_name
+from iez.sim.description import load_cluster, to_json
+
+#: The MDS node's tree under the root.
+MDS_DIR = "mds"
+MDT = "MDT0000"
+#: Lustre's default precreate limit (OST_MAX_PRECREATE): max_create_count when creation is allowed.
+MAX_CREATE_COUNT = 20000
+DEFAULT_QOS = {"prio_free_pct": 90, "threshold_rr_pct": 17, "maxage_s": 5}
+#: The switches a state sets: (OSS obdfilter switches on, MDS osp.active, MDS osp.max_create_count > 0).
+_SWITCHES = ("degraded", "readonly", "no_precreate")
+STATE_SWITCHES = {
+    "active": ((), 1, True),
+    "degraded": (("degraded",), 1, True),
+    "readonly": (("readonly",), 1, True),
+    "nocreate": (("no_precreate",), 1, True),
+    "inactive": ((), 0, True),
+}
+_OSS_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,63}$")
+_FSNAME = re.compile(r"^[A-Za-z0-9_\-]{1,8}$")  # Lustre: at most 8 characters
+#: ``module.target.leaf`` with lctl's glob characters; no path separators or empty parts
+_PARAM_NAME = re.compile(r"^[A-Za-z0-9_\-*?\[\]]+(\.[A-Za-z0-9_\-*?\[\]]+){2,}$")
+
+
+@dataclass
+class EmulatedOst:
+    index: int
+    oss: str
+    kbytes_total: int
+    base_used_kb: int  # pre-existing data (the paper's used file system)
+    state: str = "active"
+    pools: list[str] = field(default_factory=list)
+    bandwidth_mib_s: float = 200.0
+    load_mib_s: float = 0.0
 
 
 @dataclass
 class ClusterLayout:
+    """An emulated cluster: where its trees are and what they were made from."""
+
     root: str
     data: list[str]
-    oss: int
-    osts_per_oss: int
-    ost_kb: int
-    fsname: str = "iezfs"
-    base_used_kb: list[int] = field(default_factory=list)  # pre-existing data per OST (the paper's used file system)
+    fsname: str
+    osts: list[EmulatedOst]
+    osses: list[dict]  # {"id", "bandwidth_mib_s", "domain"} in order
+    fill_cap: float = 0.95
+    pools: dict[str, list[int]] = field(default_factory=dict)  # every pool, empty ones included
+    qos: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_QOS))
+
+    # -- names and places ---------------------------------------------------------
+    @property
+    def oss_ids(self) -> list[str]:
+        return [oss["id"] for oss in self.osses]
+
+    def ost(self, index: int) -> EmulatedOst:
+        for ost in self.osts:
+            if ost.index == index:
+                return ost
+        raise ValueError(f"OST {index} is not in the emulated cluster under {self.root} "
+                         f"(its OSTs: {', '.join(str(o.index) for o in self.osts)})")
+
+    def ost_name(self, index: int) -> str:
+        return f"{self.fsname}-OST{index:04x}"
+
+    def oss_root(self, oss_id: str) -> Path:
+        return Path(self.root) / oss_id
+
+    def ost_dir(self, index: int) -> Path:
+        return self.oss_root(self.ost(index).oss) / "obdfilter" / self.ost_name(index)
 
     @property
-    def osts(self) -> int:
-        return self.oss * self.osts_per_oss
+    def mds_root(self) -> Path:
+        return Path(self.root) / MDS_DIR
 
-    def oss_of(self, ost: int) -> int:
-        return ost // self.osts_per_oss
+    @property
+    def lod_dir(self) -> Path:
+        return self.mds_root / "lod" / f"{self.fsname}-{MDT}-mdtlov"
 
-    def ost_name(self, ost: int) -> str:
-        return f"{self.fsname}-OST{ost:04x}"
+    def osp_dir(self, index: int) -> Path:
+        return self.mds_root / "osp" / f"{self.ost_name(index)}-osc-{MDT}"
 
-    def oss_root(self, k: int) -> Path:
-        return Path(self.root) / f"oss{k}"
-
-    def ost_dir(self, ost: int) -> Path:
-        return self.oss_root(self.oss_of(ost)) / "obdfilter" / self.ost_name(ost)
+    # -- cluster.json ---------------------------------------------------------------
+    def to_json(self) -> dict:
+        """The cluster description (:func:`iez.sim.description.parse_json` reads it) plus the emulation's own."""
+        servers = []
+        for oss in self.osses:
+            osts = [{"index": o.index, "kbytes_total": o.kbytes_total,
+                     "kbytes_avail": max(0, o.kbytes_total - o.base_used_kb), "bandwidth_mib_s": o.bandwidth_mib_s,
+                     "load_mib_s": o.load_mib_s, "pools": sorted(o.pools), "state": o.state,
+                     "base_used_kb": o.base_used_kb}
+                    for o in self.osts if o.oss == oss["id"]]
+            servers.append({**oss, "osts": osts})
+        return {"fill_cap": self.fill_cap, "oss": servers,
+                "emulation": {"version": 2, "root": self.root, "data": self.data, "fsname": self.fsname,
+                              "mds": str(self.mds_root), "pools": {k: sorted(v) for k, v in sorted(self.pools.items())},
+                              "qos": self.qos}}
 
     def save(self) -> Path:
         path = Path(self.root) / "cluster.json"
-        path.write_text(json.dumps(asdict(self), indent=1))
+        _write(path, json.dumps(self.to_json(), indent=1) + "\n")
         return path
 
     @classmethod
     def load(cls, root: str | Path) -> "ClusterLayout":
         path = Path(root) / "cluster.json"
         try:
-            return cls(**json.loads(path.read_text()))
+            doc = json.loads(path.read_text())
         except FileNotFoundError:
             raise ValueError(f"{root} holds no emulated cluster (no cluster.json); create it with "
                              f"`iez cluster emulate --root {root}`") from None
-        except (TypeError, ValueError) as err:
+        except ValueError as err:
             raise ValueError(f"{path}: not an emulated cluster description ({err})") from None
+        try:
+            if "emulation" not in doc:  # the first format: equal OSTs, OSS k holding osts_per_oss of them
+                return cls._from_first_format(doc)
+            emu = doc["emulation"]
+            osts = [EmulatedOst(o["index"], oss["id"], o["kbytes_total"], o["base_used_kb"], o.get("state", "active"),
+                                list(o.get("pools", [])), o.get("bandwidth_mib_s", 200.0), o.get("load_mib_s", 0.0))
+                    for oss in doc["oss"] for o in oss["osts"]]
+            osses = [{k: v for k, v in oss.items() if k != "osts"} for oss in doc["oss"]]
+            return cls(emu["root"], list(emu["data"]), emu["fsname"], osts, osses, doc.get("fill_cap", 0.95),
+                       {k: list(v) for k, v in emu.get("pools", {}).items()}, dict(emu.get("qos", DEFAULT_QOS)))
+        except (KeyError, TypeError, AttributeError) as err:
+            raise ValueError(f"{path}: not an emulated cluster description (missing or bad {err})") from None
+
+    @classmethod
+    def _from_first_format(cls, doc: dict) -> "ClusterLayout":
+        per = doc["osts_per_oss"]
+        osts = [EmulatedOst(i, f"oss{i // per}", doc["ost_kb"], used) for i, used in enumerate(doc["base_used_kb"])]
+        osses = [{"id": f"oss{k}", "bandwidth_mib_s": 600.0, "domain": f"oss{k}"} for k in range(doc["oss"])]
+        return cls(doc["root"], list(doc["data"]), doc.get("fsname", "iezfs"), osts, osses)
+
+    def cluster_state(self) -> ClusterState:
+        """The description as the simulator and the allocators take it (free space as created)."""
+        from iez.sim.description import parse_json
+        return parse_json(json.dumps(self.to_json()), str(Path(self.root) / "cluster.json"))
 
 
-def create(root: str | Path, data: list[str], oss: int, osts_per_oss: int, ost_bytes: int,
-           fill: tuple[float, float] = (0.0, 0.0), seed: int = 0, fsname: str = "iezfs") -> ClusterLayout:
+# ------------------------------------------------------------------------------------------ creation
+
+
+def _check_fsname(fsname: str) -> str:
+    if not _FSNAME.match(fsname):
+        raise ValueError(f"--fsname {fsname!r}: a Lustre file system name is 1 to 8 letters, digits, '_' or '-'")
+    return fsname
+
+
+def layout_from_counts(root: str | Path, data: list[str], oss: int, osts_per_oss: int, ost_bytes: int,
+                       fill: tuple[float, float] = (0.0, 0.0), seed: int = 0, fsname: str = "iezfs"
+                       ) -> ClusterLayout:
+    """``--oss N --osts-per-oss M --ost-size S --fill LOW-HIGH``: equal OSTs, every one active, no pools."""
     if oss < 1 or osts_per_oss < 1:
         raise ValueError(f"--oss {oss} and --osts-per-oss {osts_per_oss} must be at least 1")
     if ost_bytes < 1024 * 1024:
@@ -79,12 +211,58 @@ def create(root: str | Path, data: list[str], oss: int, osts_per_oss: int, ost_b
         raise ValueError(f"--fill {low}-{high}: fractions 0 <= low <= high < 1")
     rng = random.Random(seed)
     ost_kb = ost_bytes // 1024
-    layout = ClusterLayout(str(Path(root).resolve()), [str(Path(d).resolve()) for d in data], oss, osts_per_oss,
-                           ost_kb, fsname, [int(ost_kb * rng.uniform(low, high)) for _ in range(oss * osts_per_oss)])
-    for k in range(oss):
-        layout.oss_root(k).mkdir(parents=True, exist_ok=True)
+    osts = [EmulatedOst(i, f"oss{i // osts_per_oss}", ost_kb, int(ost_kb * rng.uniform(low, high)))
+            for i in range(oss * osts_per_oss)]
+    osses = [{"id": f"oss{k}", "bandwidth_mib_s": 600.0, "domain": f"oss{k}"} for k in range(oss)]
+    return ClusterLayout(str(Path(root).resolve()), [str(Path(d).resolve()) for d in data], _check_fsname(fsname),
+                         osts, osses)
+
+
+def layout_from_description(root: str | Path, data: list[str], description: str | Path, fsname: str = "iezfs"
+                            ) -> ClusterLayout:
+    """``--cluster FILE``: OST indices, sizes, fill (from ``kbytes_avail``), pools and states from a description."""
+    cluster = load_cluster(description)
+    doc = to_json(cluster)
+    osts, osses = [], []
+    for server in doc["oss"]:
+        if not _OSS_ID.match(server["id"]) or server["id"] == MDS_DIR:
+            raise ValueError(f"{description}: OSS id {server['id']!r} cannot name its tree under the root (letters, "
+                             f"digits, '_', '-' and '.', not {MDS_DIR!r})")
+        osses.append({"id": server["id"], "bandwidth_mib_s": server["bandwidth_mib_s"], "domain": server["domain"]})
+        for o in server["osts"]:
+            osts.append(EmulatedOst(o["index"], server["id"], o["kbytes_total"], o["kbytes_total"] - o["kbytes_avail"],
+                                    o["state"], list(o["pools"]), o["bandwidth_mib_s"], o["load_mib_s"]))
+    pools: dict[str, list[int]] = {}
+    for ost in osts:
+        for pool in ost.pools:
+            pools.setdefault(pool, []).append(ost.index)
+    return ClusterLayout(str(Path(root).resolve()), [str(Path(d).resolve()) for d in data], _check_fsname(fsname),
+                         osts, osses, cluster.fill_cap, pools)
+
+
+def create(layout: ClusterLayout) -> ClusterLayout:
+    """Write every tree and cluster.json for ``layout`` (switches and pools as the layout says)."""
+    for oss_id in layout.oss_ids:
+        layout.oss_root(oss_id).mkdir(parents=True, exist_ok=True)
     for d in layout.data:
         Path(d).mkdir(parents=True, exist_ok=True)
+    lod = layout.lod_dir
+    (lod / "pools").mkdir(parents=True, exist_ok=True)
+    _write(lod / "qos_prio_free", f"{layout.qos['prio_free_pct']}%\n")
+    _write(lod / "qos_threshold_rr", f"{layout.qos['threshold_rr_pct']}%\n")
+    _write(lod / "qos_maxage", f"{layout.qos['maxage_s']}\n")
+    for old in (lod / "pools").iterdir():
+        if old.name not in layout.pools and not old.name.startswith("."):
+            old.unlink()
+    for name, members in layout.pools.items():
+        _write_pool(layout, name, members)
+    for ost in layout.osts:
+        layout.ost_dir(ost.index).mkdir(parents=True, exist_ok=True)
+        osp = layout.osp_dir(ost.index)
+        osp.mkdir(parents=True, exist_ok=True)
+        # Lustre's default low watermark: about 0.1 % of the OST (its size in KiB >> 20, in MiB), at least 1
+        _write(osp / "reserved_mb_low", f"{max(1, ost.kbytes_total >> 20)}\n")
+        _apply_state(layout, ost.index, ost.state)
     layout.save()
     Emulator(layout).update()
     return layout
@@ -96,19 +274,41 @@ def _write(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def _write_pool(layout: ClusterLayout, name: str, members) -> None:
+    text = "".join(f"{layout.ost_name(i)}_UUID\n" for i in sorted(set(members)))
+    _write(layout.lod_dir / "pools" / name, text)
+
+
+def _apply_state(layout: ClusterLayout, index: int, state: str) -> None:
+    """Set the switches that put OST ``index`` in ``state`` (and clear the others)."""
+    if state not in STATE_SWITCHES:
+        raise ValueError(f"state {state!r} is not one of {', '.join(OST_STATES)}")
+    on, active, creates = STATE_SWITCHES[state]
+    ost_dir = layout.ost_dir(index)
+    for switch in _SWITCHES:
+        _write(ost_dir / switch, "1\n" if switch in on else "0\n")
+    osp = layout.osp_dir(index)
+    _write(osp / "active", f"{active}\n")
+    _write(osp / "max_create_count", f"{MAX_CREATE_COUNT if creates else 0}\n")
+
+
+# ------------------------------------------------------------------------------------------ the running trees
+
+
 class Emulator:
-    """Rewrites the parameter trees from the files below the data directories."""
+    """Rewrites the capacity and counters of the OSS trees from the files below the data directories."""
 
     def __init__(self, layout: ClusterLayout):
         self.layout = layout
         self.reader = LayoutReader()
-        self.written = [0] * layout.osts  # cumulative write_bytes counters
-        self.last_bytes = [0] * layout.osts
-        self.samples = [0] * layout.osts
+        indices = [o.index for o in layout.osts]
+        self.written = dict.fromkeys(indices, 0)  # cumulative write_bytes counters
+        self.last_bytes = dict.fromkeys(indices, 0)
+        self.samples = dict.fromkeys(indices, 0)
         self.unplaced_bytes = 0
 
-    def bytes_per_ost(self) -> list[int]:
-        per = [0] * self.layout.osts
+    def bytes_per_ost(self) -> dict[int, int]:
+        per = dict.fromkeys(self.written, 0)
         self.unplaced_bytes = 0
         for d in self.layout.data:
             if not Path(d).is_dir():
@@ -116,30 +316,151 @@ class Emulator:
             found = usage(d, reader=self.reader)
             self.unplaced_bytes += found.unplaced_bytes
             for ost, nbytes in found.bytes_per_ost.items():
-                if 0 <= ost < len(per):
+                if ost in per:
                     per[ost] += nbytes
         return per
 
-    def update(self) -> list[int]:
+    def update(self) -> dict[int, int]:
         per = self.bytes_per_ost()
         now = time.time()
-        lay = self.layout
-        for ost in range(lay.osts):
-            grew = per[ost] - self.last_bytes[ost]
+        for ost in self.layout.osts:
+            i = ost.index
+            grew = per[i] - self.last_bytes[i]
             if grew > 0:
-                self.written[ost] += grew
-                self.samples[ost] += 1
-            self.last_bytes[ost] = per[ost]
-            used_kb = lay.base_used_kb[ost] + -(-per[ost] // 1024)
-            avail = max(0, lay.ost_kb - used_kb)
-            d = lay.ost_dir(ost)
+                self.written[i] += grew
+                self.samples[i] += 1
+            self.last_bytes[i] = per[i]
+            used_kb = ost.base_used_kb + -(-per[i] // 1024)
+            avail = max(0, ost.kbytes_total - used_kb)
+            d = self.layout.ost_dir(i)
             d.mkdir(parents=True, exist_ok=True)
-            _write(d / "kbytestotal", f"{lay.ost_kb}\n")
+            _write(d / "kbytestotal", f"{ost.kbytes_total}\n")
             _write(d / "kbytesfree", f"{avail}\n")
             _write(d / "kbytesavail", f"{avail}\n")
-            stats = f"snapshot_time             {now:.6f} secs.usecs\n"
-            if self.samples[ost]:
-                stats += (f"write_bytes               {self.samples[ost]} samples [bytes] 1 {self.written[ost]} "
-                          f"{self.written[ost]}\n")
+            stats = f"snapshot_time             {now:.6f} secs.nsecs\n"
+            if self.samples[i]:
+                stats += f"write_bytes               {self.samples[i]} samples [bytes] 1 {self.written[i]} {self.written[i]}\n"
             _write(d / "stats", stats)
         return per
+
+
+# ------------------------------------------------------------------------------------------ the administrator
+
+
+@contextmanager
+def _locked(root: str | Path) -> Iterator[ClusterLayout]:
+    """The layout of ``root``, with changes to it serialised between concurrent ``iez cluster set`` runs."""
+    lock = Path(root) / ".cluster.lock"
+    with open(lock, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield ClusterLayout.load(root)
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _parse_ost_list(text: str, layout: ClusterLayout, option: str) -> list[int]:
+    indices = []
+    for part in text.split(","):
+        part = part.strip()
+        try:
+            if part.upper().startswith("OST"):
+                index = int(part[3:], 16)
+            elif part.lower().startswith("0x"):
+                index = int(part, 16)
+            else:
+                index = int(part)
+        except ValueError:
+            raise ValueError(f"{option} {text!r}: {part!r} is not an OST index (3, 0x3 or OST0003)") from None
+        layout.ost(index)  # refuses an OST the cluster does not have
+        indices.append(index)
+    if not indices:
+        raise ValueError(f"{option}: give at least one OST index")
+    return indices
+
+
+def tree_states(layout: ClusterLayout) -> dict[int, str]:
+    """Each OST's state as the trees say it now: the OSS's switches and the MDS's osp, most restrictive."""
+    from iez.mds.lustre_params import MDS_PATTERNS, parse_mds_params
+
+    oss_states: dict[int, str] = {}
+    for oss_id in layout.oss_ids:
+        for reading in collect_osts(read_tree((str(layout.oss_root(oss_id)),))).values():
+            if reading.fsname == layout.fsname:
+                oss_states[reading.index] = reading.state
+    mds = parse_mds_params(read_tree((str(layout.mds_root),), MDS_PATTERNS, keep=None), layout.fsname)
+    return {o.index: most_restrictive((oss_states.get(o.index, "active"),
+                                       mds.osts[o.index].state if o.index in mds.osts else "active"))
+            for o in layout.osts}
+
+
+def _record(layout: ClusterLayout) -> None:
+    """cluster.json follows the trees: each OST's state and pools as they are now."""
+    states = tree_states(layout)
+    for ost in layout.osts:
+        ost.state = states[ost.index]
+        ost.pools = sorted(name for name, members in layout.pools.items() if ost.index in members)
+    layout.save()
+
+
+def set_state(root: str | Path, ost_text: str, state: str) -> ClusterLayout:
+    """Put OSTs in ``state`` as an administrator would (``lctl set_param obdfilter.*.degraded=1``, ...)."""
+    if state not in STATE_SWITCHES:
+        raise ValueError(f"--state {state!r}: choose one of {', '.join(OST_STATES)}")
+    with _locked(root) as layout:
+        for index in _parse_ost_list(ost_text, layout, "--ost"):
+            _apply_state(layout, index, state)
+        _record(layout)
+        return layout
+
+
+def change_pool(root: str | Path, pool: str, add: str | None = None, remove: str | None = None,
+                destroy: bool = False) -> ClusterLayout:
+    """``lctl pool_new``/``pool_add``/``pool_remove``/``pool_destroy`` on the emulated MDS."""
+    check_pool_name(pool, "--pool")
+    with _locked(root) as layout:
+        if (remove or destroy) and pool not in layout.pools:
+            raise ValueError(f"--pool {pool}: no such pool (pools: {', '.join(sorted(layout.pools)) or 'none'})")
+        members = set(layout.pools.get(pool, []))
+        if add:
+            members |= set(_parse_ost_list(add, layout, "--add-osts"))
+        if remove:
+            members -= set(_parse_ost_list(remove, layout, "--remove-osts"))
+        if destroy:
+            if members:
+                raise ValueError(f"--pool {pool} --destroy: the pool still holds OSTs "
+                                 f"{', '.join(map(str, sorted(members)))}; remove them first (as lctl pool_destroy)")
+            del layout.pools[pool]
+            (layout.lod_dir / "pools" / pool).unlink(missing_ok=True)
+        else:
+            layout.pools[pool] = sorted(members)
+            _write_pool(layout, pool, members)
+        _record(layout)
+        return layout
+
+
+def set_param(root: str | Path, assignment: str) -> list[str]:
+    """``lctl set_param NAME=VALUE`` on every emulated node that has ``NAME`` (a glob, as lctl takes:
+    ``osp.*-OST0003-*.max_create_count=0``); returns the parameters set. None matching is an error."""
+    name, sep, value = assignment.partition("=")
+    if not sep or not _PARAM_NAME.match(name) or "\n" in value:
+        raise ValueError(f"--param {assignment!r}: expected NAME=VALUE, e.g. obdfilter.iezfs-OST0003.degraded=1")
+    with _locked(root) as layout:
+        pattern = name.replace(".", "/")
+        found = []
+        for base in [layout.oss_root(o) for o in layout.oss_ids] + [layout.mds_root]:
+            found += [(base, path) for path in sorted(base.glob(pattern)) if path.is_file()]
+        if not found:
+            raise ValueError(f"--param {name}: no such parameter on any emulated node under {layout.root}")
+        for _, path in found:
+            _write(path, value + "\n")
+        _record(layout)
+        return [".".join(path.relative_to(base).parts) for base, path in found]
+
+
+def describe_states(layout: ClusterLayout) -> str:
+    """One line: the OSTs not active, and the pools."""
+    odd = [f"{o.index} {o.state}" for o in layout.osts if o.state != "active"]
+    pools = [f"{name} [{','.join(map(str, members))}]" for name, members in sorted(layout.pools.items())]
+    return f"states: {', '.join(odd) or 'all active'}; pools: {', '.join(pools) or 'none'}"
+

@@ -36,6 +36,12 @@ from iez.model import DEFAULT_OSS_BANDWIDTH, DEFAULT_OST_BANDWIDTH, OSS, OST, Cl
 MATERIAL_FRACTION = 0.01
 
 
+def _shown(value) -> str:
+    if value is None or value == ():
+        return "-"
+    return " ".join(value) if isinstance(value, tuple) else str(value)
+
+
 def epoch(dt: datetime) -> float:
     return dt.replace(tzinfo=timezone.utc).timestamp()
 
@@ -141,7 +147,7 @@ class ClusterView:
                 o.lustre = policy
                 after = (o.state, policy.pools, policy.reserved_kbytes)
                 changes.append(f"OST {o.index}: " + ", ".join(
-                    f"{what} {old if old not in (None, ()) else '-'} -> {new if new not in (None, ()) else '-'}"
+                    f"{what} {_shown(old)} -> {_shown(new)}"
                     for what, old, new in zip(("state", "pools", "reserved_kbytes"), before, after) if old != new))
         if changes:
             self.changed = True

@@ -45,6 +45,21 @@ def test_bad_messages_are_rejected_with_their_cause(frames, cause):
     assert err.value.cause == cause
 
 
+def test_version_1_and_2_messages_are_both_read():
+    v1 = decode([json.dumps(message()).encode()])
+    assert v1.osts[0].state == "active"  # version 1 knows no states: every OST takes stripes
+    ost = {"name": "fs-OST0000", "index": 0, "kbytes_total": 10, "kbytes_avail": 5, "state": "readonly",
+           "degraded": None, "no_precreate": None, "readonly": True}
+    v2 = decode([json.dumps(message(version=2, osts=[ost])).encode()])
+    assert (v2.osts[0].state, v2.osts[0].readonly, v2.osts[0].degraded) == ("readonly", True, None)
+    for bad, why in ((message(version=2, osts=[{k: v for k, v in ost.items() if k != "state"}]), "state: required"),
+                     (message(version=1, osts=[ost]), "are version-2 fields"),
+                     (message(version=2, osts=[dict(ost, state="inactive")]), "inactive")):
+        with pytest.raises(Rejected, match=why) as err:
+            decode([json.dumps(bad).encode()])
+        assert err.value.cause == "invalid"
+
+
 def test_a_good_message_decodes_to_a_report():
     report = decode([json.dumps(message()).encode()])
     assert (report.oss_id, report.seq, report.interval_s, report.osts[0].kbytes_avail) == ("oss0", 1, 2.0, 8 * GiB_KB)
@@ -102,17 +117,42 @@ ost_objects = st.fixed_dictionaries(
      "kbytes_total": st.one_of(st.integers(-1, 2**63), json_values),
      "kbytes_avail": st.one_of(st.integers(-1, 2**63), json_values)},
     optional={"read_bytes": st.one_of(st.integers(-1, 2**63), json_values),
-              "write_bytes": st.one_of(st.integers(-1, 2**63), json_values), "extra": json_values})
+              "write_bytes": st.one_of(st.integers(-1, 2**63), json_values), "extra": json_values,
+              # version 2's fields: required there, forbidden in version 1
+              "state": st.one_of(st.sampled_from(["active", "degraded", "nocreate", "readonly", "inactive"]),
+                                 json_values),
+              "degraded": st.one_of(st.booleans(), json_values), "readonly": json_values,
+              "no_precreate": st.booleans()})
+# OSTs with the right shape and only the version-2 fields left to chance, so that valid messages of both
+# versions are drawn often enough to compare what the two readers make of them
+near_valid_osts = st.fixed_dictionaries(
+    {"name": st.just("fs-OST0001"), "index": st.integers(0, 2), "kbytes_total": st.integers(50, 100),
+     "kbytes_avail": st.integers(0, 60),
+     "state": st.one_of(st.sampled_from(["active", "degraded", "nocreate", "readonly"]),
+                        st.sampled_from([None, "x", "inactive"]))},
+    optional={"write_bytes": st.one_of(st.none(), st.integers(0, 2**63)),
+              "degraded": st.one_of(st.none(), st.booleans(), st.just(1)), "readonly": st.one_of(st.none(), st.booleans()),
+              "no_precreate": st.one_of(st.none(), st.booleans())})
+OST_FIELDS = ("name", "index", "kbytes_total", "kbytes_avail", "read_bytes", "write_bytes", "state", "degraded",
+              "no_precreate", "readonly")
+
+
+def comparable(report: OssReport) -> tuple:
+    """A report's values (the MDS keeps its decoded OST objects, the API builds OstReports)."""
+    return (report.oss_id, report.seq, report.time, report.cpu_pct, report.mem_pct, report.interval_s,
+            [tuple(getattr(o, name) for name in OST_FIELDS) for o in report.osts])
 
 
 @settings(max_examples=400, deadline=None)
 @given(oss_id=st.one_of(st.just("oss0"), json_values), seq=st.one_of(st.integers(-1, 2**63), json_values),
        cpu=st.one_of(st.floats(-1, 101), json_values), mem=st.one_of(st.floats(0, 100), json_values),
        interval=st.one_of(st.none(), st.floats(-1, 90000), json_values),
-       osts=st.one_of(st.lists(ost_objects, max_size=3), json_values))
-def test_the_fast_checks_agree_with_the_api_schema_on_json_numbers(oss_id, seq, cpu, mem, interval, osts):
-    """The MDS accepts exactly what the API's schema accepts in strict mode (JSON types as they are)."""
-    msg = {"schema": "iez.oss-stats", "version": 1, "oss_id": oss_id, "seq": seq, "time": "2027-01-15T08:00:00Z",
+       osts=st.one_of(st.lists(ost_objects, max_size=3), json_values), version=st.sampled_from([1, 2]))
+def test_the_fast_checks_agree_with_the_api_schema_on_json_numbers(oss_id, seq, cpu, mem, interval, osts, version):
+    """The MDS accepts exactly what the API's schema accepts in strict mode (JSON types as they are), in both
+    message versions."""
+    msg = {"schema": "iez.oss-stats", "version": version, "oss_id": oss_id, "seq": seq,
+           "time": "2027-01-15T08:00:00Z",
            "cpu_pct": cpu,
            "mem_pct": mem, "interval_s": interval, "osts": osts}
     frame = json.dumps(msg).encode()
@@ -128,4 +168,34 @@ def test_the_fast_checks_agree_with_the_api_schema_on_json_numbers(oss_id, seq, 
     if api is None or fast is None:
         assert api is fast is None, (api, fast)
     else:
-        assert fast == api
+        assert comparable(fast) == comparable(api)
+
+
+def decode_both(msg: dict) -> tuple:
+    frame = json.dumps(msg).encode()
+    try:
+        api = comparable(OssStats.model_validate_json(frame, strict=True).to_report())
+    except Exception:
+        api = None
+    try:
+        fast = comparable(decode([frame]))
+    except Rejected as err:
+        assert err.cause == "invalid"
+        fast = None
+    return fast, api
+
+
+@settings(max_examples=300, deadline=None)
+@given(osts=st.one_of(st.lists(near_valid_osts, min_size=1, max_size=2),
+                     st.lists(near_valid_osts.map(lambda o: {k: v for k, v in o.items() if k != "state"}),
+                              min_size=1, max_size=2)),
+       version=st.sampled_from([1, 2]))
+def test_the_fast_checks_agree_with_the_api_schema_on_ost_states(osts, version):
+    """Whole messages around OSTs whose version-2 fields vary: both readers accept and refuse the same ones
+    and read the same states (version 1: every OST active)."""
+    msg = {"schema": "iez.oss-stats", "version": version, "oss_id": "oss0", "seq": 1, "time": "2027-01-15T08:00:00Z",
+           "cpu_pct": 1.0, "mem_pct": 2.0, "interval_s": 60.0, "osts": osts}
+    fast, api = decode_both(msg)
+    assert fast == api
+    if fast is not None and version == 1:
+        assert {ost[6] for ost in fast[6]} == {"active"}

@@ -1,4 +1,4 @@
-"""``/v1/osts``: the latest statistics of every OST, with the space reservations hold."""
+"""``/v1/osts``: the latest statistics of every OST, with the space reservations hold and Lustre's policy for it."""
 
 from __future__ import annotations
 
@@ -15,5 +15,8 @@ router = APIRouter(prefix="/v1/osts", tags=["osts"])
 
 @router.get("")
 def get_osts(engine: Engine = Depends(deps.engine)) -> dict:
-    """``{"osts": [{index, name, oss_id, kbytes_total, kbytes_avail, bytes_reserved, ...}]}``."""
+    """``{"osts": [{index, name, oss_id, kbytes_total, kbytes_avail, bytes_reserved, read_bytes, write_bytes,
+    sample_time, state, pools, reserved_kbytes}]}``: ``bytes_reserved`` is what iez's allocations hold,
+    ``reserved_kbytes`` what Lustre keeps back (``osp.*.reserved_mb_low``), ``state`` the most restrictive
+    of what the OST's OSS and the MDS say, ``pools`` its OST pools."""
     return {"osts": read(engine, lambda conn: ost_rows(conn, utcnow()))}
