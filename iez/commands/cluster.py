@@ -138,7 +138,7 @@ def _set(args: argparse.Namespace) -> int:
     from iez.emulate.cluster import change_pool, describe_states, set_param, set_state, ClusterLayout
 
     pool_change = args.add_osts or args.remove_osts or args.destroy
-    if not (args.state or args.pool or args.param):
+    if not (args.ost or args.state or args.pool or args.param):
         raise ValueError("nothing to change: give --ost LIST --state STATE, --pool NAME with --add-osts, "
                          "--remove-osts or --destroy, or --param NAME=VALUE")
     if bool(args.ost) != bool(args.state):

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from conftest import fresh_db
+from conftest import fresh_db, iez_cli
 from iez.config import database_url
 from iez.db.engine import make_engine, read, write_session
 from iez.db.requests import RequestIn, upsert_requests
@@ -88,3 +90,66 @@ def test_agents_mds_and_db_on_an_emulated_cluster(tmp_path, mds_factory):
         out, err = emulate.communicate(timeout=30)
     assert emulate.returncode == 0, err
     assert not agent_pids(root, 0) and not agent_pids(root, 2)  # the emulator stopped the agents it started
+
+
+def wait_for(check, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(0.25)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def live_osts(db: str) -> dict[int, tuple]:
+    done = iez_cli("status", "--db", db, "--json")
+    assert done.returncode == 0, done.stderr
+    view = json.loads(done.stdout)
+    if not view["oss"] or not all(o["fresh"] for o in view["oss"]):
+        return {}
+    return {o["index"]: (o["state"], tuple(o["pools"])) for o in view["osts"]}
+
+
+def test_an_admins_change_on_a_running_emulation_reaches_iez_status(tmp_path, mds_factory):
+    """Real agents on trees made from a description, the MDS reading the emulated MDS tree, and an administrator
+    changing a state, a pool and an osp parameter: iez status shows each within a few intervals."""
+    db = fresh_db("sqlite", tmp_path, "admin")
+    desc = tmp_path / "cluster.json"
+    desc.write_text(json.dumps({"oss": [
+        {"id": "oss0", "osts": [{"index": 0, "kbytes_total": 1 << 20, "kbytes_avail": 1 << 20, "pools": ["flash"]},
+                                {"index": 1, "kbytes_total": 1 << 20, "kbytes_avail": 900000, "pools": ["flash"],
+                                 "state": "degraded"}]},
+        {"id": "oss1", "osts": [{"index": 2, "kbytes_total": 1 << 21, "kbytes_avail": 1 << 21, "pools": ["disk"]},
+                                {"index": 3, "kbytes_total": 1 << 21, "kbytes_avail": 1 << 20, "pools": ["disk"],
+                                 "state": "inactive"}]}]}))
+    root = tmp_path / "root"
+    made = iez_cli("cluster", "emulate", "--cluster", str(desc), "--root", str(root), "--no-agents")
+    assert made.returncode == 0, made.stderr
+    mds = mds_factory(db, "--lustre-params", str(root / "mds")).start()
+    emulate = subprocess.Popen([sys.executable, "-m", "iez.cli", "cluster", "emulate", "--cluster", str(desc),
+                                "--root", str(root), "--mds", mds.endpoint, "--interval", "1"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        before = {0: ("active", ("flash",)), 1: ("degraded", ("flash",)), 2: ("active", ("disk",)),
+                  3: ("inactive", ("disk",))}
+        wait_for(lambda: live_osts(db) == before, 30, "the description's states and pools in iez status")
+        status = mds.wait(lambda s: s["ost_states"] == {"degraded": [1], "inactive": [3]}, what="MDS status")
+        assert status["lustre"]["pools"] == {"disk": [2, 3], "flash": [0, 1]}
+
+        for change in (("--ost", "2", "--state", "readonly"), ("--pool", "flash", "--add-osts", "2"),
+                       ("--param", "osp.*-OST0003-*.active=1")):
+            done = iez_cli("cluster", "set", "--root", str(root), *change)
+            assert done.returncode == 0, done.stderr
+        changed = time.monotonic()
+        after = {0: ("active", ("flash",)), 1: ("degraded", ("flash",)), 2: ("readonly", ("disk", "flash")),
+                 3: ("active", ("disk",))}
+        wait_for(lambda: live_osts(db) == after, 20, "the administrator's changes in iez status")
+        # agents and the MDS read every 1 s; the MDS stores what it received at least every 5 s
+        assert time.monotonic() - changed < 12
+        mds.wait(lambda s: s["ost_states"] == {"degraded": [1], "readonly": [2]}, what="the MDS's view")
+    finally:
+        emulate.send_signal(signal.SIGTERM)
+        out, err = emulate.communicate(timeout=30)
+    assert emulate.returncode == 0, err
