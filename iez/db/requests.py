@@ -26,6 +26,7 @@ from iez.db.models import (
     path_hash,
     utcnow,
 )
+from iez.db.lookup import policy_fields
 from iez.layout.model import components_text, request_policy
 from iez.model import Component
 
@@ -147,7 +148,8 @@ def app_summary(conn: Connection, name: str) -> dict:
     app = app._mapping
     live = (
         select(AllocationRow.request_id, AllocationRow.stripe_size, AllocationRow.stripe_count,
-               AllocationRow.osts, AllocationRow.policy, AllocationRow.state)
+               AllocationRow.osts, AllocationRow.policy, AllocationRow.state,
+               AllocationRow.pool.label("allocation_pool"), AllocationRow.layout.label("allocation_layout"))
         .where(AllocationRow.state != STALE)
         .subquery()
     )
@@ -168,6 +170,7 @@ def app_summary(conn: Connection, name: str) -> dict:
                 "osts": parse_osts(m["osts"]),
                 "policy": m["policy"],
                 "state": m["state"],
+                **policy_fields(m["path"], m["allocation_pool"], m["allocation_layout"]),
             }
         requests.append(
             {

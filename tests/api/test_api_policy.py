@@ -85,6 +85,8 @@ def test_allocations_honour_the_pool_and_the_template(api, server, pool):
     assert batch["allocations"] == [layouts[f] for f in files + [f"/lustre/{app}/pooled"]]
     summary = api.get(f"/v1/apps/{app}").json()
     assert summary["pending"] == 0
+    shown = {r["file"]: r["allocation"] for r in summary["requests"]}
+    assert all(shown[f]["components"] == layouts[f]["components"] and shown[f]["pool"] == name for f in files)
     # what the library reads: the layout text and the default the request was learnt under
     engine = make_engine(database_url(server.db))
     try:
