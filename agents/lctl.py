@@ -18,9 +18,9 @@ The agent reads, per OST:
   would be wrong on such servers).
 * The OST's own state switches, each ``0`` or ``1`` (``lproc_ofd.c`` prints ``%u``):
   ``obdfilter.<ost>.degraded`` (RAID rebuild: Lustre's allocator avoids the OST
-  while others fit), ``obdfilter.<ost>.readonly`` (no modification at all, LU-12515)
-  and ``obdfilter.<ost>.no_precreate`` (no new objects, LU-12998; the ``N`` of
-  ``lfs df``). Older servers lack some of them: a switch not printed is unknown,
+  while others fit), ``obdfilter.<ost>.readonly`` (no modification at all;
+  Lustre 2.17, LU-12515) and ``obdfilter.<ost>.no_precreate`` (no new objects, the
+  ``N`` of ``lfs df``; Lustre 2.13, LU-12025). Older servers lack some of them: a switch not printed is unknown,
   and an unknown switch counts as off. The OST's *state* is the most restrictive
   switch that is on (:data:`STATE_ORDER`).
 
