@@ -15,7 +15,7 @@ from sqlalchemy import select
 
 from agents import AgentError
 from agents.lctl import ParseError, parse_file, parse_text
-from conftest import BACKENDS, fresh_db
+from conftest import BACKENDS, fresh_db, iez_cli
 from iez.config import database_url
 from iez.db.engine import make_engine, read, write_session
 from iez.db.models import OstRow, utcnow
@@ -211,6 +211,13 @@ def test_the_service_stores_each_osts_policy_and_the_allocator_sees_it(backend, 
         status = svc.status()
         assert status["ost_states"] == {"inactive": [3], "nocreate": [4], "readonly": [5]}
         assert status["lustre"]["source"] == "procfs" and status["lustre"]["pools"]["spare"] == []
+        svc.config.status_file = tmp_path / "mds-status.json"
+        svc.write_status()
+        shown = iez_cli("mds", "--status", "--status-file", str(svc.config.status_file))
+        assert shown.returncode == 0, shown.stderr
+        assert "OST states: inactive 3, nocreate 4, readonly 5\n" in shown.stdout
+        assert ("Lustre parameters from procfs: pools disk (4), flash (2), scratch (1), spare (0); "
+                "qos maxage_s=5 prio_free_pct=90 threshold_rr_pct=17\n") in shown.stdout
         # the administrator reactivates OST 3 and lowers prio_free: the next reading stores it, with no report
         (sys_ / "osp" / "testfs-OST0003-osc-MDT0000" / "active").write_text("1\n")
         (sys_ / "osp" / "testfs-OST0003-osc-MDT0001" / "active").write_text("1\n")
