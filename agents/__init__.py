@@ -1,4 +1,4 @@
-"""The iez OSS agent: reads OST capacity and I/O counters plus host CPU and memory
+"""The iez OSS agent: reads OST capacity, state switches and I/O counters plus host CPU and memory
 on a Lustre object storage server and publishes them to the MDS over ZeroMQ.
 
 It runs on storage servers, so it imports only pyzmq and the standard library.
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 __all__ = ["AgentError", "__version__"]
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 
 class AgentError(Exception):
