@@ -147,7 +147,7 @@ def test_an_admins_change_on_a_running_emulation_reaches_iez_status(tmp_path, md
                  3: ("active", ("disk",))}
         wait_for(lambda: live_osts(db) == after, 20, "the administrator's changes in iez status")
         # agents and the MDS read every 1 s; the MDS stores what it received at least every 5 s
-        assert time.monotonic() - changed < 12
+        assert time.monotonic() - changed < 15
         mds.wait(lambda s: s["ost_states"] == {"degraded": [1], "readonly": [2]}, what="the MDS's view")
     finally:
         emulate.send_signal(signal.SIGTERM)
