@@ -102,6 +102,7 @@ class MdsService:
         self._batch_since = 0.0
         self.lustre_status: dict = {"source": config.lustre_params.kind if config.lustre_params else "none"}
         self._lustre_error: str | None = None
+        self._warned_no_osts = False  # said once until a reading finds OSTs again
         self._series_at: dict[str, float] = {}  # when each OSS last went into the time series
         self._store_queue: queue.Queue = queue.Queue(maxsize=8)
         self._abandon = threading.Event()  # set when stopping: a DB still down after the grace time loses the rest
@@ -297,10 +298,10 @@ class MdsService:
         if self._lustre_error is not None:
             log.info("reading the MDS's Lustre parameters again")
             self._lustre_error = None
-        if not params.osts and "osts" not in self.lustre_status.get("warned", ()):
+        if not params.osts and not self._warned_no_osts:
             log.warning("no osp.*-OST* parameters in %s: no OST states, pools or reserved space from the MDS",
                         reader.describe())
-            self.lustre_status.setdefault("warned", []).append("osts")
+        self._warned_no_osts = not params.osts
         for change in self.view.apply_lustre(params):
             log.info("Lustre policy: %s", change)
         if not self._batch and not self._batch_policies:

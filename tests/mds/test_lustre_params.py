@@ -254,3 +254,18 @@ def test_params_json_round_trip_names_every_pool():
     doc = params.to_json()
     assert doc["pools"] == {k: list(v) for k, v in POOLS.items()}
     assert doc["osts"]["5"] == {"state": "active", "pools": ["disk", "scratch"], "reserved_kbytes": 1024 * 1024}
+
+
+def test_a_source_without_osts_is_said_once(tmp_path: Path, caplog):
+    empty = tmp_path / "mds"
+    empty.mkdir()
+    engine = make_engine(database_url(fresh_db("sqlite", tmp_path, "empty")))
+    svc = MdsService(engine, MdsConfig(lustre_params=LustreParamsReader.from_option(str(empty))), sampler=IdleNode())
+    try:
+        for _ in range(3):
+            assert svc.read_lustre_params()
+        assert caplog.text.count("no osp.*-OST* parameters in") == 1
+        assert svc.view.lustre.osts == {} and svc.status()["lustre"]["pools"] == {}
+    finally:
+        svc._stop_writer()
+        engine.dispose()
