@@ -109,30 +109,43 @@ class Policy(ABC):
                 gc.enable()
 
     def _place_batch(self, cluster: ClusterState, requests: tuple[WriteRequest, ...]) -> Placement:
-        sizes: dict[str | None, int] = {}
+        degraded = {o.index for o in cluster.osts if o.state == "degraded"}
+        name = self.name
+        if not any(r.components for r in requests):  # plain files (the common case): no expansion
+            lists, sizes = self._place_parts(cluster, requests, [r.stripe_size for r in requests])
+            return Placement(requests, tuple(
+                osts if type(osts) is Refused else
+                Allocation(r.file, size, osts, name, r.pool, (), _degraded_note(osts, degraded) if degraded else "")
+                for r, osts, size in zip(requests, lists, sizes)))
+        usable_in: dict[str | None, int] = {}
 
         def usable(pool: str | None) -> int:
-            if pool not in sizes:
-                sizes[pool] = sum(1 for o in cluster.osts if o.takes_stripes and (pool is None or pool in o.pools))
-            return sizes[pool]
+            if pool not in usable_in:
+                usable_in[pool] = sum(1 for o in cluster.osts if o.takes_stripes and (pool is None or pool in o.pools))
+            return usable_in[pool]
 
         parts, owners = expand_requests(requests, self.stripe_rules, usable)
-        part_outcomes = self._place_parts(cluster, parts)
+        lists, sizes = self._place_parts(cluster, [p.request for p in parts], [p.stripe_size for p in parts])
+        for part, size in zip(parts, sizes):
+            part.size = size
         outcomes: list[Allocation | Refused] = []
-        degraded = {o.index for o in cluster.osts if o.state == "degraded"}
         for request, owned in zip(requests, owners):
             if isinstance(owned, Refused):
                 outcomes.append(owned)
                 continue
-            outcomes.append(assemble(request, owned, parts, part_outcomes, self.name, degraded))
+            outcomes.append(assemble(request, owned, parts, lists, name, degraded))
         return Placement(requests, tuple(outcomes))
 
-    def _place_parts(self, cluster: ClusterState, parts: list["Part"]) -> list[tuple[int, ...] | Refused]:
-        """Each part on the candidates of its pool, every pool's parts in one call to the policy."""
-        outcomes: list[tuple[int, ...] | Refused | None] = [None] * len(parts)
+    def _place_parts(self, cluster: ClusterState, requests: Sequence[WriteRequest], fixed: Sequence[int | None]
+                     ) -> tuple[list[tuple[int, ...] | Refused], list[int]]:
+        """Each request on the candidates of its pool, every pool's requests in one call to the policy
+        (``fixed[i]``: a stripe size the file's policy sets). Returns the OST lists (or refusals) and the
+        stripe sizes chosen."""
+        outcomes: list[tuple[int, ...] | Refused | None] = [None] * len(requests)
+        chosen = [0] * len(requests)
         by_pool: dict[str | None, list[int]] = {}
-        for i, part in enumerate(parts):
-            by_pool.setdefault(part.request.pool or None, []).append(i)
+        for i, request in enumerate(requests):
+            by_pool.setdefault(request.pool or None, []).append(i)
         for pool, members in by_pool.items():
             candidates = [o for o in cluster.osts if o.takes_stripes and (pool is None or pool in o.pools)]
             view = cluster.with_osts(candidates)
@@ -141,11 +154,11 @@ class Policy(ABC):
             # a job's files are mostly alike: resolve each (size, stripe count, stripe size) shape once
             shape_of: dict[tuple[int, int, int | None], tuple[int, int] | Refused] = {}
             for i in members:
-                part = parts[i]
-                key = (part.request.write_bytes, part.request.stripe_count, part.stripe_size)
+                request = requests[i]
+                key = (request.write_bytes, request.stripe_count, fixed[i])
                 shape = shape_of.get(key)
                 if shape is None:
-                    shape = shape_of[key] = self._shape(part.request, len(candidates), where, part.stripe_size)
+                    shape = shape_of[key] = self._shape(request, len(candidates), where, fixed[i])
                 if type(shape) is Refused:
                     outcomes[i] = shape
                 else:
@@ -154,18 +167,19 @@ class Policy(ABC):
                     sizes.append(shape[1])
             if not todo:
                 continue
-            lists = self._place_view(view, [parts[i].request for i in todo], counts, sizes)
-            name, checked = self.name, self.checks_layouts
+            lists = self._place_view(view, [requests[i] for i in todo], counts, sizes)
+            checked = self.checks_layouts
             for i, count, size, osts in zip(todo, counts, sizes, lists):
                 if type(osts) is Refused:
                     outcomes[i] = osts
                     continue
                 layout = tuple(osts)
                 if not checked and (len(layout) != count or len(set(layout)) != count):
-                    raise AssertionError(f"{name}: {parts[i].request.file} got OSTs {layout}, wanted {count} distinct")
+                    raise AssertionError(f"{self.name}: {requests[i].file} got OSTs {layout}, wanted {count} "
+                                         "distinct")
                 outcomes[i] = layout
-                parts[i].size = size
-        return outcomes  # type: ignore[return-value]
+                chosen[i] = size
+        return outcomes, chosen  # type: ignore[return-value]
 
     def _place_view(self, view: ClusterState, requests: list[WriteRequest], counts: list[int], sizes: list[int]
                     ) -> list[Sequence[int] | Refused]:
