@@ -124,16 +124,15 @@ class Policy(ABC):
                 usable_in[pool] = sum(1 for o in cluster.osts if o.takes_stripes and (pool is None or pool in o.pools))
             return usable_in[pool]
 
-        parts, owners = expand_requests(requests, self.stripe_rules, usable)
-        lists, sizes = self._place_parts(cluster, [p.request for p in parts], [p.stripe_size for p in parts])
-        for part, size in zip(parts, sizes):
-            part.size = size
+        parts, fixed, owners = expand_requests(requests, self.stripe_rules, usable)
+        lists, sizes = self._place_parts(cluster, parts, fixed)
         outcomes: list[Allocation | Refused] = []
         for request, owned in zip(requests, owners):
-            if isinstance(owned, Refused):
-                outcomes.append(owned)
+            if type(owned) is Refused:
+                outcomes.append(owned)  # type: ignore[arg-type]
                 continue
-            outcomes.append(assemble(request, owned, parts, lists, name, degraded))
+            shape, base = owned  # type: ignore[misc]
+            outcomes.append(assemble(request, shape, base, lists, sizes, name, degraded))
         return Placement(requests, tuple(outcomes))
 
     def _place_parts(self, cluster: ClusterState, requests: Sequence[WriteRequest], fixed: Sequence[int | None]
@@ -226,26 +225,21 @@ class Policy(ABC):
         """Per request, ``counts[i]`` distinct OST indices in stripe order, or why it is refused."""
 
 
-@dataclass
-class Part:
-    """One placement unit: a plain file, one reached component of a composite file, or one round of an
-    overstriped component (at most one stripe per OST of its pool). ``request`` carries the bytes, stripe count and pool the policy sees;
-    ``stripe_size`` is fixed when the file's policy says it; ``size`` is what the placement chose."""
-
-    request: WriteRequest
-    stripe_size: int | None = None
-    size: int = 0
-
-
 @dataclass(frozen=True)
-class _Owned:
-    """Where a request's parts are: ``plain`` part index, or per component a list of part indices
-    (several for an overstriped component, one round of distinct OSTs each; none for an extent not reached or
-    on the MDT)."""
+class _Shape:
+    """How every file of one template, size and pool expands into placement parts (computed once, shared).
 
-    plain: int | None
+    ``parts`` are the requests the policy sees (bytes, stripe count, pool) and
+    the stripe size the file's policy fixes: one for a plain file, one per
+    reached component, one per round of distinct OSTs of an overstriped
+    component. ``components`` holds per template component (pool resolved) the
+    indices of its parts (none for an extent not reached or on the MDT) and its
+    stripe size.
+    """
+
+    parts: tuple[tuple[WriteRequest, int | None], ...]
+    pool: str | None
     components: tuple[tuple[Component, tuple[int, ...], int | None], ...] = ()
-    pool: str | None = None
 
 
 def component_stripe_size(component: Component, component_bytes: int, count: int, rules: StripeRules) -> int:
@@ -266,8 +260,9 @@ def component_stripe_size(component: Component, component_bytes: int, count: int
 
 
 def expand_requests(requests: Sequence[WriteRequest], rules: StripeRules, usable: Callable[[str | None], int]
-                    ) -> tuple[list[Part], list[_Owned | Refused]]:
-    """Requests as placement parts (see :class:`Part`), and where each request's parts are.
+                    ) -> tuple[list[WriteRequest], list[int | None], list[tuple[_Shape, int] | Refused]]:
+    """Requests as placement parts: the parts' requests, their fixed stripe sizes, and per request its
+    :class:`_Shape` with the index of its first part (or why it has nothing to place).
 
     A template of one extent over the whole file (a plain directory default)
     is a plain layout with its pool, count and size. Of a composite template
@@ -275,86 +270,110 @@ def expand_requests(requests: Sequence[WriteRequest], rules: StripeRules, usable
     component never does; a component's pool is its own, else the file's.
     ``usable(pool)`` is how many OSTs of a pool take new stripes.
     """
-    parts: list[Part] = []
-    owners: list[_Owned | Refused] = []
+    part_requests: list[WriteRequest] = []
+    fixed: list[int | None] = []
+    owners: list[tuple[_Shape, int] | Refused] = []
+    shapes: dict[tuple, _Shape | Refused] = {}
     for request in requests:
-        comps = request.components
-        if len(comps) == 1 and comps[0].end == EOF_END and not comps[0].dom and not comps[0].overstriping:
-            only = comps[0]
-            pool = only.pool or request.pool
-            plain = replace(request, stripe_count=only.stripe_count, pool=pool, components=())
-            owners.append(_Owned(len(parts), (), pool))
-            parts.append(Part(plain, only.stripe_size or request.stripe_size))
+        key = (request.components, request.write_bytes, request.pool, request.stripe_count, request.stripe_size)
+        shape = shapes.get(key)
+        if shape is None:
+            shape = shapes[key] = _shape_of(request, rules, usable)
+        if type(shape) is Refused:
+            owners.append(shape)
             continue
-        if not comps:
-            owners.append(_Owned(len(parts), (), request.pool))
-            parts.append(Part(request, request.stripe_size))
-            continue
-        placed: list[tuple[Component, tuple[int, ...], int | None]] = []
-        for comp in comps:
-            pool = comp.pool or request.pool
-            if comp.dom or not comp.reached(request.write_bytes):
-                placed.append((comp, (), None))
-                continue
-            nbytes = comp.bytes_in(request.write_bytes)
-            if comp.overstriping and comp.stripe_count != ALL_OSTS and comp.stripe_count > usable(pool):
-                # more stripes than OSTs: rounds of distinct OSTs, so each OST holds its share of the file
-                size = component_stripe_size(comp, nbytes, comp.stripe_count, rules)
-                probe = Component(comp.start, comp.end, comp.stripe_count, size, pool,
-                                  tuple(range(comp.stripe_count)), overstriping=True)
-                objects = component_stripe_bytes(probe, request.write_bytes)
-                width = max(1, usable(pool))
-                first = len(parts)
-                for r in range(0, len(objects), width):
-                    chunk = objects[r:r + width]
-                    parts.append(Part(replace(request, write_bytes=sum(chunk), stripe_count=len(chunk), pool=pool,
-                                              components=()), size))
-                placed.append((comp, tuple(range(first, len(parts))), size))
-                continue
-            size = None
-            if comp.stripe_count != ALL_OSTS:
-                size = component_stripe_size(comp, nbytes, comp.stripe_count, rules)
-            elif comp.stripe_size:
-                size = comp.stripe_size
-            placed.append((comp, (len(parts),), size))
-            parts.append(Part(replace(request, write_bytes=nbytes, stripe_count=comp.stripe_count, pool=pool,
-                                      components=()), size))
-        if not any(indices for _, indices, _ in placed):
-            owners.append(Refused("the predicted size fits in the Data-on-MDT component: no OST to choose, "
-                                  "the directory's default layout applies as it is"))
-            continue
-        owners.append(_Owned(None, tuple(placed), request.pool))
-    return parts, owners
+        owners.append((shape, len(part_requests)))
+        for part, size in shape.parts:  # type: ignore[union-attr]
+            part_requests.append(part)
+            fixed.append(size)
+    return part_requests, fixed, owners
 
 
-def assemble(request: WriteRequest, owned: _Owned, parts: Sequence[Part],
-             outcomes: Sequence[tuple[int, ...] | Refused], policy: str, degraded: set[int]) -> Allocation | Refused:
-    """The request's :class:`Allocation` from its parts' outcomes (refused as a whole if any part is)."""
-    if owned.plain is not None:
-        osts = outcomes[owned.plain]
-        if isinstance(osts, Refused):
-            return osts
-        return Allocation(request.file, parts[owned.plain].size, osts, policy, owned.pool, (),
-                          _degraded_note(osts, degraded))
-    comps: list[Component] = []
-    for comp, indices, size in owned.components:
+def _shape_of(request: WriteRequest, rules: StripeRules, usable: Callable[[str | None], int]) -> _Shape | Refused:
+    comps = request.components
+    if not comps:
+        return _Shape(((request, request.stripe_size),), request.pool)
+    if len(comps) == 1 and comps[0].end == EOF_END and not comps[0].dom and not comps[0].overstriping:
+        only = comps[0]
+        pool = only.pool or request.pool
+        plain = replace(request, stripe_count=only.stripe_count, pool=pool, components=())
+        return _Shape(((plain, only.stripe_size or request.stripe_size),), pool)
+    parts: list[tuple[WriteRequest, int | None]] = []
+    placed: list[tuple[Component, tuple[int, ...], int | None]] = []
+    for comp in comps:
         pool = comp.pool or request.pool
-        if not indices:  # not reached, or Data-on-MDT: the template as it is
-            comps.append(replace(comp, pool=pool))
+        resolved = replace(comp, pool=pool) if pool != comp.pool else comp
+        if comp.dom or not comp.reached(request.write_bytes):
+            placed.append((resolved, (), None))
             continue
-        got = [outcomes[i] for i in indices]
-        bad = next((g for g in got if isinstance(g, Refused)), None)
-        if bad is not None:
-            end = "EOF" if comp.end == EOF_END else comp.end
-            return Refused(f"component [{comp.start}, {end}): {bad.reason}")
-        osts = tuple(o for g in got for o in g)  # type: ignore[union-attr]
-        comps.append(Component(comp.start, comp.end, len(osts), size or parts[indices[0]].size, pool, osts,
-                               overstriping=comp.overstriping))
-    placed = [c for c in comps if c.osts]
-    all_osts = tuple(o for c in placed for o in c.osts)
+        nbytes = comp.bytes_in(request.write_bytes)
+        if comp.overstriping and comp.stripe_count != ALL_OSTS and comp.stripe_count > usable(pool):
+            # more stripes than OSTs: rounds of distinct OSTs, so each OST holds its share of the file
+            size = component_stripe_size(comp, nbytes, comp.stripe_count, rules)
+            probe = Component(comp.start, comp.end, comp.stripe_count, size, pool, tuple(range(comp.stripe_count)),
+                              overstriping=True)
+            objects = component_stripe_bytes(probe, request.write_bytes)
+            width = max(1, usable(pool))
+            first = len(parts)
+            for r in range(0, len(objects), width):
+                chunk = objects[r:r + width]
+                parts.append((replace(request, write_bytes=sum(chunk), stripe_count=len(chunk), pool=pool,
+                                      components=()), size))
+            placed.append((resolved, tuple(range(first, len(parts))), size))
+            continue
+        size = None
+        if comp.stripe_count != ALL_OSTS:
+            size = component_stripe_size(comp, nbytes, comp.stripe_count, rules)
+        elif comp.stripe_size:
+            size = comp.stripe_size
+        placed.append((resolved, (len(parts),), size))
+        parts.append((replace(request, write_bytes=nbytes, stripe_count=comp.stripe_count, pool=pool,
+                              components=()), size))
+    if not parts:
+        return Refused("the predicted size fits in the Data-on-MDT component: no OST to choose, the directory's "
+                       "default layout applies as it is")
+    return _Shape(tuple(parts), request.pool, tuple(placed))
+
+
+def _placed_component(comp: Component, size: int, osts: tuple[int, ...]) -> Component:
+    """A reached component with its OSTs, built without re-validating what the policy already guarantees."""
+    out = object.__new__(Component)
+    out.__dict__.update(start=comp.start, end=comp.end, stripe_count=len(osts), stripe_size=size, pool=comp.pool,
+                        osts=osts, dom=False, overstriping=comp.overstriping)
+    return out
+
+
+def assemble(request: WriteRequest, shape: _Shape, base: int, outcomes: Sequence[tuple[int, ...] | Refused],
+             sizes: Sequence[int], policy: str, degraded: set[int]) -> Allocation | Refused:
+    """The request's :class:`Allocation` from its parts' outcomes (refused as a whole if any part is)."""
+    if not shape.components:
+        osts = outcomes[base]
+        if type(osts) is Refused:
+            return osts  # type: ignore[return-value]
+        return Allocation(request.file, sizes[base], osts, policy, shape.parts[0][0].pool, (),  # type: ignore
+                          _degraded_note(osts, degraded) if degraded else "")  # type: ignore[arg-type]
+    comps: list[Component] = []
+    all_osts: list[int] = []
+    first_size = 0
+    for comp, indices, size in shape.components:
+        if not indices:  # not reached, or Data-on-MDT: the template as it is
+            comps.append(comp)
+            continue
+        osts: tuple[int, ...] = ()
+        for i in indices:
+            got = outcomes[base + i]
+            if type(got) is Refused:
+                end = "EOF" if comp.end == EOF_END else comp.end
+                return Refused(f"component [{comp.start}, {end}): {got.reason}")  # type: ignore[union-attr]
+            osts += got  # type: ignore[operator]
+        placed = _placed_component(comp, size or sizes[base + indices[0]], osts)
+        first_size = first_size or placed.stripe_size or 0
+        comps.append(placed)
+        all_osts.extend(osts)
     pools = {c.pool for c in comps}
-    return Allocation(request.file, placed[0].stripe_size or 0, all_osts, policy,
-                      pools.pop() if len(pools) == 1 else None, tuple(comps), _degraded_note(all_osts, degraded))
+    layout = tuple(all_osts)
+    return Allocation(request.file, first_size, layout, policy, pools.pop() if len(pools) == 1 else None,
+                      tuple(comps), _degraded_note(layout, degraded) if degraded else "")
 
 
 def _degraded_note(osts: Sequence[int], degraded: set[int]) -> str:

@@ -154,14 +154,13 @@ def job_objects(prepared: Prepared, requests, rules: StripeRules | None = None) 
             usable[pool] = int(prepared.candidates(pool).sum())
         return usable[pool]
 
-    parts, _ = expand_requests(requests, rules, usable_in)  # PFL components as the policies see them
-    for part in parts:
-        request = part.request
+    parts, fixed, _ = expand_requests(requests, rules, usable_in)  # PFL components as the policies see them
+    for request, stripe_size in zip(parts, fixed):
         pool = request.pool or None
         count = usable_in(pool) if request.stripe_count == ALL_OSTS else request.stripe_count
         if count < 1 or count > usable_in(pool):
             continue  # no policy can place it: it is refused everywhere
-        size = part.stripe_size or rules.size(request.write_bytes, count)
+        size = stripe_size or rules.size(request.write_bytes, count)
         out.setdefault(pool, []).extend(raid0_bytes(request.write_bytes, size, count))
     return out
 
