@@ -200,6 +200,8 @@ class Layout(BaseModel):
     components: list[dict] | None = Field(
         default=None, description="present for a composite (PFL) layout: {start, end, stripe_size, stripe_count, "
         "osts} per component")
+    note: str | None = Field(default=None, description="present when the policy had to give something up for "
+                             "the file, e.g. a degraded OST used because no other could take it")
 
 
 class RefusedFile(BaseModel):

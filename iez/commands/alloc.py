@@ -80,7 +80,7 @@ def _print(layout: dict, as_json: bool) -> None:
     if as_json:
         print(json.dumps(layout))
     else:
-        print("\n".join(describe_text(layout)))
+        print("\n".join(describe_text(layout) + ([f"  note: {layout['note']}"] if layout.get("note") else [])))
 
 
 def requested_layout(args: argparse.Namespace) -> Layout | None:

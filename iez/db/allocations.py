@@ -206,7 +206,7 @@ def _object_sizes(write_bytes: int, allocation: Allocation) -> list[tuple[int, i
 
 
 _LOOKUP_COLUMNS = (AllocationRow.path, AllocationRow.stripe_size, AllocationRow.stripe_count, AllocationRow.osts,
-                   AllocationRow.pool, AllocationRow.layout)
+                   AllocationRow.pool, AllocationRow.layout, AllocationRow.note)
 _LOOKUP_ONE = (
     select(*_LOOKUP_COLUMNS)
     .where(AllocationRow.path == bindparam("path"), AllocationRow.state != STALE)
@@ -219,6 +219,8 @@ def as_json(row) -> dict:
     out = {"file": row[0], "stripe_size": row[1], "stripe_count": row[2], "osts": parse_osts(row[3])}
     if row[4] or row[5]:
         out.update(policy_fields(row[0], row[4], row[5]))
+    if len(row) > 6 and row[6]:
+        out["note"] = row[6]  # what the policy gave up for the file (a degraded OST)
     return out
 
 

@@ -30,9 +30,9 @@ from iez.trace.policy import composite
 T = TypeVar("T")
 CHUNK = 500
 
-_ONE = ("SELECT path, stripe_size, stripe_count, osts, pool, layout FROM allocations "
+_ONE = ("SELECT path, stripe_size, stripe_count, osts, pool, layout, note FROM allocations "
         "WHERE path = {p} AND state <> 'stale' ORDER BY id DESC LIMIT 1")
-_MANY = ("SELECT id, path, stripe_size, stripe_count, osts, pool, layout FROM allocations{hint} "
+_MANY = ("SELECT id, path, stripe_size, stripe_count, osts, pool, layout, note FROM allocations{hint} "
          "WHERE path IN ({ps}) AND state <> 'stale'")
 
 
@@ -49,10 +49,13 @@ def policy_fields(path: str, pool: str | None, layout_text: str | None) -> dict:
 
 
 def layout(row) -> dict:
-    """``(path, stripe_size, stripe_count, osts[, pool, layout])`` as the API's JSON."""
+    """``(path, stripe_size, stripe_count, osts[, pool, layout[, note]])`` as the API's JSON (``note``: what the
+    policy gave up for the file, e.g. a degraded OST, when anything)."""
     out = {"file": row[0], "stripe_size": row[1], "stripe_count": row[2], "osts": parse_osts(row[3])}
     if len(row) > 4 and (row[4] or row[5]):
         out.update(policy_fields(row[0], row[4], row[5]))
+    if len(row) > 6 and row[6]:
+        out["note"] = row[6]
     return out
 
 

@@ -162,3 +162,40 @@ def test_a_file_that_fits_its_data_on_mdt_component_is_left_to_lustre():
     big = placed.outcomes[1]
     assert big.components[0].dom and not big.components[0].osts and len(big.components[1].osts) == 2
     assert sum(b for _, b in big.stripe_bytes(9 * MiB)) == 8 * MiB  # the first MiB lives on the MDT
+
+
+def test_the_degraded_note_reaches_the_db_alloc_show_and_the_api(tmp_path):
+    """An administrator sees why a file got a degraded OST: ``iez alloc show`` and ``GET /v1/allocations``."""
+    import json
+    import subprocess
+    import sys
+
+    from fastapi.testclient import TestClient
+
+    from iez.api.app import create_app
+    from iez.config import Settings, database_url
+    from iez.db.engine import make_engine, write_session
+    from iez.db.models import utcnow
+    from iez.db.requests import RequestIn, upsert_requests
+    from iez.db.schema import upgrade
+    from iez.db.stats import OssReport, OstReport
+    from iez.mds.store import store_batch
+    from iez.placement import PlacementSettings, place_app
+
+    db = str(tmp_path / "iez.db")
+    engine = make_engine(database_url(db))
+    upgrade(engine)
+    now = utcnow()
+    osts = tuple(OstReport(f"fs-OST{i:04x}", i, 1 << 24, 1 << 23, state="degraded" if i == 0 else "active")
+                 for i in range(3))
+    store_batch(engine, [(OssReport("oss0", 1, now, 0.0, 0.0, osts, 60.0), now)])
+    with write_session(engine) as session:
+        upsert_requests(session, "app", [RequestIn("/d/wide", 8 * MiB, 3)])
+    done = place_app(engine, "app", PlacementSettings(), stale_s=3600, reservation_ttl_s=600)
+    assert done.placed and done.placed[0].note == "degraded OST 0 used: no other OST could take the file"
+    shown = subprocess.run([sys.executable, "-m", "iez.cli", "alloc", "show", "--db", db, "--file", "/d/wide",
+                            "--json"], capture_output=True, text=True)
+    assert json.loads(shown.stdout)["note"] == done.placed[0].note
+    client = TestClient(create_app(Settings.from_env(env={"IEZ_DB": db, "IEZ_STATE_DIR": str(tmp_path)})))
+    answer = client.get("/v1/allocations", params={"path": "/d/wide"})
+    assert answer.status_code == 200 and answer.json()["note"] == done.placed[0].note

@@ -41,7 +41,8 @@ def layout_of(a: Allocation) -> Layout:
     """The answer for one allocation: the plain fields, and ``pool``/``components`` when it has them."""
     return Layout(file=a.file, stripe_size=a.stripe_size, stripe_count=a.stripe_count, osts=list(a.osts),
                   pool=a.pool or None,
-                  components=[component_json(c) for c in a.components] if composite(a.components) else None)
+                  components=[component_json(c) for c in a.components] if composite(a.components) else None,
+                  note=a.note or None)
 
 
 @router.post(
