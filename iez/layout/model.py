@@ -64,8 +64,12 @@ class Layout:
 
 def component_json(c: Component) -> dict[str, Any]:
     """``{start, end, stripe_size, stripe_count, osts}`` and ``pool``/``pattern``/``overstriping`` when set."""
-    out: dict[str, Any] = {"start": c.start, "end": c.end, "stripe_size": c.stripe_size,
-                           "stripe_count": c.stripe_count, "osts": list(c.osts)}
+    return _with_policy({"start": c.start, "end": c.end, "stripe_size": c.stripe_size,
+                         "stripe_count": c.stripe_count, "osts": list(c.osts)}, c)
+
+
+def _with_policy(out: dict[str, Any], c: Component) -> dict[str, Any]:
+    """``out`` with the component's ``pool``, ``pattern: "mdt"`` and ``overstriping`` when set."""
     if c.pool:
         out["pool"] = c.pool
     if c.dom:
@@ -202,11 +206,5 @@ def components_text(components: Sequence[Component]) -> str:
         item: dict[str, Any] = {"end": c.end, "stripe_count": c.stripe_count}
         if c.stripe_size is not None:
             item["stripe_size"] = c.stripe_size
-        if c.pool:
-            item["pool"] = c.pool
-        if c.dom:
-            item["pattern"] = "mdt"
-        if c.overstriping:
-            item["overstriping"] = True
-        out.append(item)
+        out.append(_with_policy(item, c))
     return json.dumps(out, separators=(",", ":"))
