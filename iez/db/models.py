@@ -87,6 +87,8 @@ class Application(Base):
     # SHA-256 of executable, arguments and working directory, as the client computes it.
     fingerprint: Mapped[str | None] = mapped_column(String(64))
     created: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)
+    # The user whose requests created it (migration 0007); the API serves its layouts only to them.
+    owner: Mapped[str | None] = mapped_column(Name, index=True)
 
     requests: Mapped[list["WriteRequestRow"]] = relationship(back_populates="app")
     runs: Mapped[list["Run"]] = relationship(back_populates="app")
