@@ -166,6 +166,10 @@ static void init(void)
     const char *own[] = { cfg.state_dir, cfg.trace_dir, cfg.db_file };
     cfg.exclude = prefix_list(env("IEZ_EXCLUDE"), NULL, own, 3);
     cfg.include = env("IEZ_INCLUDE") ? prefix_list(env("IEZ_INCLUDE"), NULL, NULL, 0) : NULL;
+    /* IEZ_MAP (map.c): mapped now, once, so that no lookup ever opens anything */
+    if (env("IEZ_MAP") && iez_abspath(-100, env("IEZ_MAP"), cfg.map, sizeof cfg.map) == 0 &&
+        cfg.mode == IEZ_MODE_PLACE)
+        iez_map_load(cfg.map);
     errno = saved;
 }
 

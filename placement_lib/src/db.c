@@ -135,6 +135,9 @@ int iez_db_is_mysql(const char *db)
 int iez_db_lookup(const char *abspath, struct iez_alloc *out)
 {
     const struct iez_config *c = iez_cfg();
+    int from_map = iez_map_lookup(abspath, out); /* IEZ_MAP first: no lock, no allocation (map.c) */
+    if (from_map != IEZ_MAP_NONE)
+        return from_map;
     if (__atomic_load_n(&disabled, __ATOMIC_RELAXED))
         return IEZ_LOOKUP_ERROR;
     int rc = IEZ_LOOKUP_ERROR;

@@ -33,6 +33,7 @@ struct iez_config {
     int default_stripe_count;
     char db[IEZ_PATH_MAX + 16];   /* IEZ_DB or the default SQLite path */
     char db_file[IEZ_PATH_MAX];   /* absolute SQLite file, "" for MariaDB */
+    char map[IEZ_PATH_MAX];       /* IEZ_MAP made absolute, "" when unset (map.c) */
     char state_dir[IEZ_PATH_MAX];
     char trace_dir[IEZ_PATH_MAX];
     char xattr_name[256];
@@ -165,6 +166,19 @@ int iez_db_row(const char *abspath, long long stripe_size, int stripe_count, con
 void iez_db_atfork_prepare(void);
 void iez_db_atfork_parent(void);
 void iez_db_atfork_child(void);
+
+/* ---- layout maps (map.c; README "Layout maps") -------------------------- */
+/* IEZ_MAP: a constant database (CDB) of the job's layouts, mapped once at load.
+ * A lookup takes no lock, allocates nothing, makes no system call. */
+#define IEZ_MAP_NONE (-2)         /* no usable map: ask IEZ_DB */
+void iez_map_load(const char *path);
+/* FOUND, MISSING (the map is the job's truth), ERROR (malformed value), or IEZ_MAP_NONE. */
+int iez_map_lookup(const char *abspath, struct iez_alloc *out);
+int iez_map_active(void);
+uint32_t iez_map_hash(const void *key, size_t len);
+/* 0 when (base, size) is an iez layout map this library reads, else -1 with why. */
+int iez_map_check(const void *base, uint64_t size, char *why, size_t whylen);
+/* ---- end of layout maps -------------------------------------------------- */
 
 struct iez_mysql_url {
     char user[128], password[128], host[256], db[128];
