@@ -22,6 +22,7 @@ COMMAND_MODULES = (
     "iez.commands.layout",
     "iez.commands.trace",
     "iez.commands.predict",
+    "iez.commands.map",
 )
 
 

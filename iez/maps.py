@@ -207,7 +207,10 @@ def write_map(path: str | os.PathLike, app: str, entries: Iterable[MapEntry]) ->
         items[e.path.encode("utf-8", "surrogateescape")] = encode_value(e)
     pairs = [(HEADER_KEY, header_value(app, len(items))), *items.items()]
     directory = target.parent if str(target.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)  # mode 0600
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)  # mode 0600
+    except OSError as err:
+        raise MapError(f"cannot write the layout map {target}: {err.strerror} ({directory})") from None
     try:
         with os.fdopen(fd, "wb") as out:
             size = build_cdb(pairs, out)
