@@ -12,8 +12,13 @@ Other variables:
 
 - ``IEZ_API_TOKEN``: the bearer token writes to the REST API need; unset means
   the API refuses every write (403) rather than accepting them unauthenticated.
-- ``IEZ_API_READS``: ``open`` (default) lets anyone read; ``token`` makes reads
-  need the token too.
+- ``IEZ_API_READS``: ``open`` lets anyone read; ``token`` makes reads need the
+  token too; ``owner`` (the default once users can authenticate) serves an
+  application's layouts only to its owner (:mod:`iez.api.auth`).
+- ``IEZ_API_MUNGE_SOCKET``: munged's socket; set, the API accepts
+  ``Authorization: MUNGE <credential>`` (as Slurm authenticates users).
+- ``IEZ_API_USER_TOKENS``: a file of ``USER TOKEN`` lines; set, the API accepts
+  those tokens as ``Authorization: Bearer <token>`` of that user.
 - ``IEZ_OSS_STALE_S``: seconds after its last report an OSS counts as stale and
   its OSTs are left out of allocations (default 180: three missed 60 s reports).
 - ``IEZ_RESERVATION_TTL_S``: how long an allocation's reservation holds OST space
@@ -30,7 +35,7 @@ from pathlib import Path
 from sqlalchemy.engine import URL, make_url
 
 DEFAULT_STATE_DIR = "~/.local/state/iez"
-READ_MODES = ("open", "token")
+READ_MODES = ("open", "token", "owner")
 
 
 class ConfigError(ValueError):
@@ -54,13 +59,17 @@ class Settings:
     reads: str = "open"
     oss_stale_s: float = 180.0
     reservation_ttl_s: float = 86400.0
+    munge_socket: str | None = None
+    user_tokens: str | None = None
 
     @classmethod
     def from_env(cls, db: str | None = None, env: dict[str, str] | None = None) -> "Settings":
         """Settings from ``env`` (default ``os.environ``); ``db`` (a ``--db`` value) wins over ``IEZ_DB``."""
         env = dict(os.environ if env is None else env)
         state_dir = Path(env.get("IEZ_STATE_DIR") or DEFAULT_STATE_DIR).expanduser()
-        reads = env.get("IEZ_API_READS", "open").strip().lower() or "open"
+        munge_socket, user_tokens = env.get("IEZ_API_MUNGE_SOCKET") or None, env.get("IEZ_API_USER_TOKENS") or None
+        default_reads = "owner" if munge_socket or user_tokens else "open"
+        reads = env.get("IEZ_API_READS", default_reads).strip().lower() or default_reads
         if reads not in READ_MODES:
             raise ConfigError(f"IEZ_API_READS={reads!r}: choose one of {', '.join(READ_MODES)}")
         return cls(
@@ -70,6 +79,8 @@ class Settings:
             reads=reads,
             oss_stale_s=_positive(env, "IEZ_OSS_STALE_S", 180.0),
             reservation_ttl_s=_positive(env, "IEZ_RESERVATION_TTL_S", 86400.0),
+            munge_socket=munge_socket,
+            user_tokens=user_tokens,
         )
 
     def with_db(self, db: str | None) -> "Settings":

@@ -14,6 +14,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 from iez import __version__
 from iez.allocate import AllocationError
 from iez.api import deps
+from iez.api.auth import Authenticator
 from iez.api.fastpath import LookupFastPath
 from iez.api.metrics import ApiMetrics, MetricsMiddleware
 from iez.api.routers import allocations, apps, health, oss, osts, requests, stats
@@ -21,6 +22,7 @@ from iez.config import Settings, describe, settings as env_settings
 from iez.db import DatabaseUnavailable, open_db
 from iez.db.engine import unavailable
 from iez.db.lookup import LayoutReader
+from iez.db.owners import OwnedLayoutReader
 from iez.db.requests import NotFound
 
 log = logging.getLogger("iez.api")
@@ -29,9 +31,13 @@ log = logging.getLogger("iez.api")
 def create_app(settings: Settings | None = None, engine: Engine | None = None) -> FastAPI:
     """The API over ``settings.db``; raises :class:`~iez.db.SchemaOutOfDate` if the schema is not current."""
     settings = settings or env_settings()
+    auth = Authenticator(settings)  # refuses a tokens file or socket it cannot use before anything starts
     engine = engine or open_db(settings)
     if settings.api_token is None:
-        log.warning("IEZ_API_TOKEN is not set: every write will be refused with 403")
+        log.warning("IEZ_API_TOKEN is not set: every write will be refused with 403"
+                    + (" (except users' own requests and allocations)" if auth.users else ""))
+    if settings.reads == "open":
+        log.warning("IEZ_API_READS=open: anyone who reaches the API reads every application's layouts")
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI):
@@ -41,14 +47,18 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
     app = FastAPI(
         title="iez interaction API",
         version=__version__,
-        description="Statistics in, write requests in, OST layouts out. Writes need `Authorization: Bearer`.",
+        description="Statistics in, write requests in, OST layouts out. Writes need `Authorization: Bearer`; "
+                    "users authenticate with `Authorization: MUNGE <credential>` or their own bearer token.",
         lifespan=lifespan,
     )
     app.state.settings = settings
     app.state.engine = engine
     app.state.metrics = ApiMetrics()
     app.state.reader = LayoutReader(engine)
-    read_guard = [Depends(deps.require_reader)] if settings.reads == "token" else []
+    app.state.auth = auth
+    app.state.owned = OwnedLayoutReader(engine) if settings.reads == "owner" else None
+    read_guard = {"token": [Depends(deps.require_reader)],
+                  "owner": [Depends(deps.require_user)]}.get(settings.reads, [])
     app.include_router(stats.router)
     app.include_router(requests.router)
     app.include_router(allocations.router)
@@ -60,7 +70,8 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
     _add_error_handlers(app)
     # Innermost first: the lookup fast path answers inside the metrics layer, so it is counted too.
     app.add_middleware(LookupFastPath, reader=app.state.reader,
-                       token=settings.api_token if settings.reads == "token" else None)
+                       token=settings.api_token if settings.reads == "token" else None,
+                       auth=auth if settings.reads == "owner" else None, owned=app.state.owned)
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
     log.info("serving interaction DB %s (reads %s)", describe(engine.url), settings.reads)
     return app

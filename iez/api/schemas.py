@@ -172,6 +172,8 @@ class RequestsIn(BaseModel):
     app: Text
     fingerprint: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$",
                                     description="SHA-256 hex of executable, arguments and working directory")
+    owner: Text | None = Field(default=None, description="the user who owns the application (service credential "
+                               "only; a user's requests make the application theirs)")
     requests: list[WriteRequestIn] = Field(max_length=100000)
 
 

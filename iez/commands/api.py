@@ -3,11 +3,16 @@
 It refuses to start on a database whose schema is not current, naming the
 ``iez db upgrade`` command that fixes it, and exits 1 with one line when the
 database cannot be reached.
+
+Users authenticate with MUNGE (``--munge-socket``, ``IEZ_API_MUNGE_SOCKET``) or
+their own tokens (``--user-tokens``, ``IEZ_API_USER_TOKENS``); with either, reads
+go to owners only unless ``IEZ_API_READS`` says otherwise (:mod:`iez.api.auth`).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 
@@ -22,6 +27,10 @@ def register(subparsers) -> None:
     parser.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
     parser.add_argument("--access-log", action="store_true", help="log one line per request")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    parser.add_argument("--munge-socket", metavar="PATH", help="accept MUNGE credentials, checked by the munged "
+                        "on this socket (default $IEZ_API_MUNGE_SOCKET; Debian's is /run/munge/munge.socket.2)")
+    parser.add_argument("--user-tokens", metavar="FILE", help="accept the per-user tokens of FILE ('USER TOKEN' "
+                        "lines, no access for others; default $IEZ_API_USER_TOKENS)")
     parser.set_defaults(handler=_serve)
 
 
@@ -37,11 +46,20 @@ def _serve(args: argparse.Namespace) -> int:
         raise ValueError(f"--workers {args.workers} must be at least 1")
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = settings_from(args)
-    app = create_app(settings)  # checks the schema before binding the port
+    users = {k: v for k, v in (("munge_socket", args.munge_socket), ("user_tokens", args.user_tokens)) if v}
+    if users:
+        settings = dataclasses.replace(settings, **users)
+        if not os.environ.get("IEZ_API_READS"):
+            settings = dataclasses.replace(settings, reads="owner")
+    app = create_app(settings)  # checks the schema and the user credentials before binding the port
     options = dict(host=args.host, port=args.port, log_level=args.log_level, access_log=args.access_log)
     if args.workers == 1:
         uvicorn.run(app, **options)
     else:
         os.environ["IEZ_DB"] = settings.db  # the workers read their settings from the environment
+        for name, value in (("IEZ_API_MUNGE_SOCKET", settings.munge_socket),
+                            ("IEZ_API_USER_TOKENS", settings.user_tokens), ("IEZ_API_READS", settings.reads)):
+            if value:
+                os.environ[name] = value
         uvicorn.run("iez.api.app:app_from_env", factory=True, workers=args.workers, **options)
     return 0

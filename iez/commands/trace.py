@@ -33,6 +33,7 @@ from iez.config import Settings, describe
 from iez.db import open_db
 from iez.db.engine import write_session
 from iez.db.models import Run
+from iez.db.owners import login_user
 from iez.db.requests import RequestIn, application, upsert_requests
 from iez.layout.model import components_text
 from iez.trace.darshan import DarshanImport, read_log
@@ -153,8 +154,8 @@ def store(settings: Settings, app: str, requests: Sequence[Request], runs: Seque
         ids = upsert_requests(session, app, [
             RequestIn(file=r.file, write_bytes=r.write_bytes, stripe_count=r.stripe_count, rank=r.rank,
                       stripe_size=r.stripe_size, source=source, pool=r.pool, components=r.components,
-                      default_layout=getattr(r, "default_layout", None)) for r in requests])
-        app_id = application(session, app, create=True).id
+                      default_layout=getattr(r, "default_layout", None)) for r in requests], owner=login_user())
+        app_id = application(session, app, create=True, owner=login_user()).id
         for run in runs:
             started, ended = _utc(run.started), _utc(run.ended)
             if session.scalar(select(Run.id).where(Run.app_id == app_id, Run.started == started,

@@ -68,17 +68,25 @@ def chunks(items: Sequence, size: int = CHUNK) -> Iterable[Sequence]:
         yield items[start : start + size]
 
 
-def application(session: Session, name: str, fingerprint: str | None = None, create: bool = False) -> Application:
+def application(session: Session, name: str, fingerprint: str | None = None, create: bool = False,
+                owner: str | None = None) -> Application:
+    """The application named ``name``; with ``create``, made when missing, owned by ``owner`` (an existing
+    application keeps its owner: only :func:`set_owner` changes it)."""
     app = session.scalar(select(Application).where(Application.name == name))
     if app is None:
         if not create:
             raise NotFound(f"no application named {name!r}")
-        app = Application(name=name, fingerprint=fingerprint)
+        app = Application(name=name, fingerprint=fingerprint, owner=owner)
         session.add(app)
         session.flush()
     elif fingerprint and app.fingerprint != fingerprint:
         app.fingerprint = fingerprint
     return app
+
+
+def set_owner(session: Session, name: str, owner: str | None) -> None:
+    """Give the application named ``name`` to ``owner`` (None: nobody; only the service credential reads it)."""
+    application(session, name).owner = owner
 
 
 def retire(session: Session, allocation_ids: Sequence[int]) -> None:
@@ -89,15 +97,17 @@ def retire(session: Session, allocation_ids: Sequence[int]) -> None:
 
 
 def upsert_requests(
-    session: Session, app_name: str, requests: Sequence[RequestIn], fingerprint: str | None = None
+    session: Session, app_name: str, requests: Sequence[RequestIn], fingerprint: str | None = None,
+    owner: str | None = None,
 ) -> list[int]:
     """Store the requests; the same (application, file) again updates its row. Returns ids in input order.
 
     A request whose size, stripe count, stripe size, rank, pool, template or
     learnt directory default changed loses its allocation (it becomes stale
     and its reservations are freed), so the next ``allocate`` places it again.
+    A new application is owned by ``owner`` (the user whose requests created it).
     """
-    app = application(session, app_name, fingerprint, create=True)
+    app = application(session, app_name, fingerprint, create=True, owner=owner)
     hashes = [path_hash(r.file) for r in requests]
     existing: dict[str, WriteRequestRow] = {}
     for part in chunks(sorted(set(hashes))):
@@ -199,6 +209,7 @@ def app_summary(conn: Connection, name: str) -> dict:
     ]
     return {
         "name": app["name"],
+        "owner": app["owner"],
         "fingerprint": app["fingerprint"],
         "created": app["created"].isoformat() + "Z",
         "requests": requests,

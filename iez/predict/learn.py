@@ -46,6 +46,7 @@ from iez.config import ConfigError, Settings, describe
 from iez.db import open_db
 from iez.db.engine import read, write_session
 from iez.db.models import STALE, AllocationRow, Application, Run, WriteRequestRow
+from iez.db.owners import login_user
 from iez.db.requests import RequestIn, application, chunks, retire, upsert_requests
 from iez.predict.aipa import Prediction, predict
 from iez.predict.series import PRequest, RunData, load_runs, make_run, natural_key, runs_of_tracedir
@@ -214,7 +215,7 @@ def store_predictions(settings: Settings, app: str, requests: Sequence[PRequest]
         ids = upsert_requests(session, app, [
             RequestIn(file=r.file, write_bytes=r.write_bytes, stripe_count=r.stripe_count, rank=r.rank,
                       stripe_size=None, source=PREDICTED, pool=r.pool, components=r.components,
-                      default_layout=r.default_layout) for r in named])
+                      default_layout=r.default_layout) for r in named], owner=login_user())
         if replace:
             app_id = application(session, app).id
             keep = set(ids)
@@ -236,7 +237,7 @@ def _store_runs(engine, app: str, runs: Sequence[RunCounts]) -> int:
     """Counts summaries as ``runs`` rows (the same app, start and end is stored once); how many were new."""
     new = 0
     with write_session(engine) as session:
-        app_id = application(session, app, create=True).id
+        app_id = application(session, app, create=True, owner=login_user()).id
         for run in runs:
             started = datetime.fromtimestamp(run.started, timezone.utc).replace(tzinfo=None)
             ended = datetime.fromtimestamp(run.ended, timezone.utc).replace(tzinfo=None)

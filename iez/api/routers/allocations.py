@@ -9,11 +9,12 @@ from __future__ import annotations
 import json
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Response
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
 from pydantic import AfterValidator
 from sqlalchemy import Engine
 
 from iez.api import deps
+from iez.api.auth import Caller
 from iez.api.metrics import ApiMetrics
 from iez.api.schemas import (
     AllocateIn,
@@ -26,7 +27,10 @@ from iez.api.schemas import (
     _absolute_path,
 )
 from iez.config import Settings
+from iez.db.engine import read
 from iez.db.lookup import LayoutReader
+from iez.db.owners import owner_of
+from iez.db.requests import NotFound
 from iez.layout.model import component_json
 from iez.model import Allocation, MiB
 from iez.trace.policy import composite
@@ -49,20 +53,26 @@ def layout_of(a: Allocation) -> Layout:
     "/v1/allocate",
     response_model=Allocations,
     response_model_exclude_none=True,
-    dependencies=[Depends(deps.require_writer)],
     responses={404: {"model": Problem}, 409: {"model": Problem}},
 )
 def allocate(
     body: AllocateIn,
+    request: Request,
     engine: Engine = Depends(deps.engine),
     settings: Settings = Depends(deps.settings),
     metrics: ApiMetrics = Depends(deps.metrics),
+    who: Caller = Depends(deps.writer_or_user),
 ) -> Allocations:
     """Run the policy over the app's pending requests against the latest OST statistics less active reservations.
 
     Allocations and their reservations are stored in one transaction. Refusal is per file: files that cannot
     be placed are listed in ``refused`` with their reason (also stored on the request); 409 when none fits.
+    A user allocates only applications they own (404 for any other).
     """
+    if not who.admin:
+        exists, owner = read(engine, lambda conn: owner_of(conn, body.app))
+        if not exists or owner != who.user:
+            raise NotFound(f"no application named {body.app!r}")
     placement = PlacementSettings(body.policy, seed=body.seed, fill_cap=body.fill_cap, fill_weight=body.fill_weight,
                                   ost_bandwidth=body.ost_bandwidth_mib_s * MiB,
                                   oss_bandwidth=body.oss_bandwidth_mib_s * MiB)
@@ -85,23 +95,33 @@ def allocate(
     )
 
 
+def _owner_only(request: Request, who: Caller) -> str | None:
+    """The user whose files alone a lookup may answer (None: every file)."""
+    return None if request.app.state.settings.reads != "owner" or who.admin else who.user
+
+
 @reads.get("/v1/allocations", response_model=Layout, responses={404: {"model": Problem}})
 async def get_allocation(
     path: Annotated[str, Query(min_length=1, max_length=4096, description="absolute file path"),
                     AfterValidator(_absolute_path)],
+    request: Request,
     reader: LayoutReader = Depends(deps.reader),
+    who: Caller = Depends(deps.caller),
 ) -> Response:
-    """The live layout of one file, or 404."""
-    layout = reader.one(path)
+    """The live layout of one file, or 404 (also, with owner reads, for another user's file)."""
+    owner = _owner_only(request, who)
+    layout = reader.one(path) if owner is None else request.app.state.owned.owned_one(path, owner)
     if layout is None:
         return Response(json.dumps({"detail": f"no allocation for {path}"}), 404, media_type=JSON)
     return Response(json.dumps(layout), media_type=JSON)
 
 
 @reads.post("/v1/allocations/lookup", response_model=LookupOut)
-async def lookup_batch(body: LookupIn, reader: LayoutReader = Depends(deps.reader)) -> Response:
-    """Live layouts of many files in one call; paths without one are listed in ``missing``."""
-    found = reader.many(body.paths)
+async def lookup_batch(body: LookupIn, request: Request, reader: LayoutReader = Depends(deps.reader),
+                       who: Caller = Depends(deps.caller)) -> Response:
+    """Live layouts of many files in one call; paths without one (or another user's) are listed in ``missing``."""
+    owner = _owner_only(request, who)
+    found = reader.many(body.paths) if owner is None else request.app.state.owned.owned_many(body.paths, owner)
     missing = [p for p in body.paths if p not in found]
     layouts = [found[p] for p in dict.fromkeys(body.paths) if p in found]
     return Response(json.dumps({"allocations": layouts, "missing": missing}), media_type=JSON)
