@@ -311,3 +311,58 @@ def export_map(engine: Engine, app: str, out: str | os.PathLike, pinned: bool = 
 
     entries = read(engine, lambda conn: app_entries(conn, app, pinned))
     return write_map(out, app, entries)
+
+
+def map_file(maps_dir: str | os.PathLike, app: str) -> Path:
+    """Where the MDS keeps ``app``'s map: ``MAPS_DIR/<app, quoted as one file name>.cdb``."""
+    from urllib.parse import quote
+
+    return Path(maps_dir) / f"{quote(app, safe='') or '%00'}.cdb"
+
+
+def write_app_map(engine: Engine, app: str, maps_dir: str | os.PathLike) -> dict:
+    """Write ``app``'s map (its live layouts and the hand-pinned ones) to :func:`map_file`, readable only by the
+    application's owner: a service running as root gives the file to the owner's account when the DB names
+    one this host knows (``applications.owner``); otherwise the file stays the service user's, mode 0600."""
+    from iez.db.engine import read
+
+    directory = Path(maps_dir)
+    directory.mkdir(parents=True, exist_ok=True, mode=0o711)  # names not listable, files reachable by path
+    target = map_file(directory, app)
+    info = write_map(target, app, read(engine, lambda conn: app_entries(conn, app, pinned=True)))
+    owner = read(engine, lambda conn: _owner(conn, app)) if os.geteuid() == 0 else None
+    if owner:
+        import pwd
+
+        try:
+            os.chown(target, pwd.getpwnam(owner).pw_uid, -1)
+            info["owner"] = owner
+        except (KeyError, OSError):
+            pass  # not an account of this host: the map stays root's (0600)
+    return info
+
+
+def _owner(conn: Connection, app: str) -> str | None:
+    try:
+        row = conn.execute(text("SELECT owner FROM applications WHERE name = :app"), {"app": app}).first()
+    except Exception:  # a DB before migration 0007 has no owner column
+        return None
+    return row[0] if row else None
+
+
+def start_job_map(settings, app: str, directory: str | os.PathLike, env: dict, log) -> Path | None:
+    """``iez run``: export ``app``'s layouts (and the hand-pinned ones) to ``directory``/layouts.cdb and set
+    ``IEZ_MAP`` in ``env``; when that fails, say so and leave the job to ``IEZ_DB`` (None)."""
+    from iez.config import describe
+    from iez.db import open_db
+
+    try:
+        info = export_map(open_db(settings), app, Path(directory) / "layouts.cdb", pinned=True)
+    except Exception as err:  # never stops the job: the library still has IEZ_DB
+        env.pop("IEZ_MAP", None)
+        reason = str(err).splitlines()[0][:200] if str(err) else type(err).__name__
+        print(f"iez run: {app}: no layout map ({reason}): layouts are looked up in {describe(settings.db_url)}",
+              file=log)
+        return None
+    env["IEZ_MAP"] = info["path"]
+    return Path(info["path"])

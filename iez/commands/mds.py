@@ -64,6 +64,8 @@ def register(subparsers) -> None:
     p.add_argument("--fsname", metavar="NAME", help="the file system whose parameters are read, when the MDS "
                                                     "serves several")
     p.add_argument("--status-file", type=Path, metavar="FILE", help="default $IEZ_STATE_DIR/mds-status.json")
+    p.add_argument("--maps-dir", metavar="DIR", help="where each application's layout map is written after it is "
+                   "allocated, as DIR/<app>.cdb (default $IEZ_STATE_DIR/maps; none: not written)")
     p.add_argument("--status", action="store_true", help="print the status of the running MDS and exit")
     p.add_argument("--json", action="store_true", help="with --status: print the JSON as is")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
@@ -118,7 +120,8 @@ def _run(args: argparse.Namespace) -> int:
                        curve_secret_key=args.curve_secret_key, curve_authorized=args.curve_authorized,
                        status_file=status_file,
                        lustre_params=lustre_params if lustre_params.source else None,
-                       lustre_params_interval_s=args.lustre_params_interval)
+                       lustre_params_interval_s=args.lustre_params_interval,
+                       maps_dir=None if args.maps_dir == "none" else Path(args.maps_dir or Path(settings.state_dir) / "maps"))
     logging.getLogger("iez.mds").info("Lustre parameters of the MDS from %s", lustre_params.describe())
     return MdsService(engine, config).run()
 

@@ -70,6 +70,7 @@ class MdsConfig:
     status_file: Path | None = None
     lustre_params: LustreParamsReader | None = None  # the MDS node's Lustre parameters; None: not read
     lustre_params_interval_s: float | None = None  # default: interval_s
+    maps_dir: Path | None = None  # where each allocated application's layout map is written (None: not)
 
 
 @dataclass
@@ -395,10 +396,23 @@ class MdsService:
             if done.placed:
                 placed += len(done.placed)
                 log.info("allocated %d file(s) of %s with %s", len(done.placed), app, placement.policy)
+                self._write_map(app)
         self.counters.allocated += placed
         self._last_allocation = time.time()
         self.view.allocated()
         return placed
+
+    def _write_map(self, app: str) -> None:
+        """The app's layout map (iez.maps) for jobs started with IEZ_MAP=MAPS_DIR/<app>.cdb; never fatal."""
+        if not self.config.maps_dir:
+            return
+        from iez.maps import write_app_map
+
+        try:
+            info = write_app_map(self.engine, app, self.config.maps_dir)
+            log.info("wrote the layout map of %s: %s (%d layouts)", app, info["path"], info["entries"])
+        except Exception as err:
+            log.error("cannot write the layout map of %s: %s", app, str(err).splitlines()[0][:200])
 
     # -- status ---------------------------------------------------------------------------
     def status(self) -> dict:

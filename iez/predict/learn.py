@@ -48,6 +48,7 @@ from iez.db.engine import read, write_session
 from iez.db.models import STALE, AllocationRow, Application, Run, WriteRequestRow
 from iez.db.owners import login_user
 from iez.db.requests import RequestIn, application, chunks, retire, upsert_requests
+from iez.maps import start_job_map
 from iez.predict.aipa import Prediction, predict
 from iez.predict.series import PRequest, RunData, load_runs, make_run, natural_key, runs_of_tracedir
 from iez.trace.csvformat import read_counts
@@ -346,10 +347,14 @@ def run_app(settings: Settings, app: str, cmd: Sequence[str], force_trace: bool 
     env["LD_PRELOAD"] = " ".join(p for p in (str(library), env.get("LD_PRELOAD", "")) if p)
     why = info["reason"] or ("no predictions stored yet" if info["predicted_requests"] == 0 else "asked")
     print(f"iez run: {app}: {mode} mode" + (f": {why}" if mode == "trace" else ""), file=log)
+    job_map = start_job_map(settings, app, directory, env, log) if mode == "place" else None  # IEZ_MAP
     try:
         code = subprocess.run(list(cmd), env=env).returncode
     except FileNotFoundError as err:
         raise ValueError(f"cannot run {cmd[0]!r}: {err.strerror}") from None
+    finally:
+        if job_map:
+            job_map.unlink(missing_ok=True)
     if mode == "trace":
         try:
             runs = epoch_runs(settings, app)
