@@ -43,7 +43,10 @@ def register(subparsers) -> None:
         "predicted) so that the MDS allocates them; with --status, say whether APP is flagged for re-tracing "
         f"(its latest run missed more than {DEFAULT_MISS_RATE:.0%} of its files, or ${RETRACE_ENV}).")
     p.add_argument("app", metavar="APP", help="application name (as the library records it: IEZ_APP)")
-    p.add_argument("--trace", metavar="DIR_OR_LOG", help="traces of APP's runs: as for iez predict, or a Darshan log")
+    p.add_argument("--trace", metavar="DIR_OR_LOG", help="traces of APP's runs: as for iez predict, or a Darshan log; "
+                   "of tracing-mode files only the rows of APP are read")
+    p.add_argument("--trace-app", metavar="NAME", help="read the traced rows of NAME instead of APP's (traces made "
+                   "without IEZ_APP carry the program's name)")
     p.add_argument("--status", action="store_true", help="print APP's re-trace flag, latest run and predictions")
     p.add_argument("--retrace", action="store_true", help="flag APP so that its next iez run is traced")
     p.add_argument("--allocate", metavar="POLICY", help="also allocate the stored requests now with POLICY "
@@ -70,6 +73,10 @@ def register(subparsers) -> None:
 
 def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trace", action="store_true", help="trace this run whatever the flag says")
+    p.add_argument("--output", action="append", default=[], metavar="DIR",
+                   help="a directory the job writes to, whose file system is traced and placed besides the working "
+                   "directory's (repeatable; /tmp, /dev/shm, /run and $XDG_RUNTIME_DIR never are; IEZ_INCLUDE, "
+                   "when set, names them instead)")
     p.add_argument("--preload", metavar="LIB", help="libiez.so (default: $IEZ_PRELOAD_LIB, else "
                    "placement_lib/build/libiez.so of this checkout)")
     p.add_argument("--allocate", metavar="POLICY", help="after learning, allocate the requests now with POLICY")
@@ -209,7 +216,7 @@ def _learn(args: argparse.Namespace) -> int:
     if not args.trace:
         raise ValueError("give --trace DIR_OR_LOG (the traces of APP's runs), or --status")
     open_db(settings)  # the DB must exist at the current schema before minutes of fitting
-    prediction = _run_prediction(args, load_trace(args.trace))
+    prediction = _run_prediction(args, load_trace(args.trace, args.trace_app or args.app))
     stored = record_learning(settings, args.app, prediction, args.allocate, replace=not args.keep_old)
     if args.json:
         print(json.dumps({**prediction.to_dict(), "stored": stored}))
@@ -232,4 +239,5 @@ def _run(args: argparse.Namespace) -> int:
             _add_run_options(extra)
             args = extra.parse_args(options, namespace=argparse.Namespace(**vars(args)))
     return run_app(settings_from(args), args.app, cmd, force_trace=args.trace, preload=args.preload,
-                   threshold=args.retrace_miss_rate, allocate=args.allocate, selection=args.selection)
+                   threshold=args.retrace_miss_rate, allocate=args.allocate, selection=args.selection,
+                   outputs=args.output)

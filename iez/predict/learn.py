@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from datetime import datetime, timezone
@@ -50,6 +51,7 @@ from iez.db.owners import login_user
 from iez.db.requests import RequestIn, application, chunks, retire, upsert_requests
 from iez.maps import start_job_map
 from iez.predict.aipa import Prediction, predict
+from iez.predict.scope import Scope, job_scope
 from iez.predict.series import PRequest, RunData, load_runs, make_run, natural_key, runs_of_tracedir
 from iez.trace.csvformat import read_counts
 from iez.trace.parse import RunCounts, counts_files, summarise_counts, trace_files
@@ -264,8 +266,9 @@ def _looks_like_darshan(path: Path) -> bool:
     return b"\x00" in head
 
 
-def load_trace(path: Path | str) -> list[RunData]:
-    """Runs from a trace directory, a requests CSV/JSON, or a Darshan log (one run)."""
+def load_trace(path: Path | str, app: str | None = None) -> list[RunData]:
+    """Runs from a trace directory (with ``app``, only that application's rows), a requests CSV/JSON, or a
+    Darshan log (one run)."""
     path = Path(path)
     if path.is_file() and _looks_like_darshan(path):
         from iez.trace.darshan import read_log  # the darshan package is needed only here
@@ -274,7 +277,7 @@ def load_trace(path: Path | str) -> list[RunData]:
         return [make_run(str(getattr(imported, "jobid", "") or path.name),
                          [PRequest(r.file, r.write_bytes, r.stripe_count, r.rank, r.pool, r.components)
                           for r in imported.requests])]
-    return load_runs(path)
+    return load_runs(path, app)
 
 
 def record_learning(settings: Settings, app: str, prediction: Prediction, allocate: str | None = None,
@@ -322,13 +325,33 @@ def epoch_runs(settings: Settings, app: str) -> list[RunData]:
     since = marker.get("flagged_at", "")
     dirs = sorted((d for d in root.iterdir() if d.is_dir() and d.name >= since and trace_files(d)),
                   key=lambda d: natural_key(d.name)) if root.is_dir() else []
-    return [run for d in dirs for run in runs_of_tracedir(d, label=d.name)]
+    return [run for d in dirs for run in runs_of_tracedir(d, label=d.name, app=app)]
+
+
+def in_scope(runs: Sequence[RunData], scope: Scope) -> list[RunData]:
+    """``runs`` with only the requests of files inside ``scope`` (runs left empty dropped)."""
+    kept = [make_run(run.run_id, [r for r in run.requests if r.file is None or scope.contains(r.file)])
+            for run in runs]
+    return [run for run in kept if run.requests]
+
+
+def set_aside(settings: Settings, app: str, directory: Path) -> Path:
+    """Move a failed run's trace or counts directory out of the learning phase, kept for a look."""
+    target = settings.state_dir / "failed" / app_key(app) / directory.name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(directory, target)
+    return target
 
 
 def run_app(settings: Settings, app: str, cmd: Sequence[str], force_trace: bool = False,
             preload: str | None = None, threshold: float | None = None, allocate: str | None = None,
-            selection: str = "fast", log=sys.stderr) -> int:
-    """Run ``cmd`` under the library in the mode ``app`` needs, then learn or check; the command's exit status."""
+            selection: str = "fast", log=sys.stderr, outputs: Sequence[str] = ()) -> int:
+    """Run ``cmd`` under the library in the mode ``app`` needs, then learn or check; the command's exit status.
+
+    Only files on the file systems of the working directory and ``outputs`` are traced and placed
+    (:mod:`iez.predict.scope`). A run that fails (non-zero exit) is never learnt from, and one that created
+    no file in scope (the launch failed) is not recorded as a run.
+    """
     if not cmd:
         raise ValueError("no command to run: iez run APP -- CMD [ARGS...]")
     threshold = retrace_threshold(threshold)
@@ -345,19 +368,28 @@ def run_app(settings: Settings, app: str, cmd: Sequence[str], force_trace: bool 
     if not any(env.get(name) for name in SCHEDULER_RUN_IDS):
         env["IEZ_RUN_ID"] = run_stamp
     env["LD_PRELOAD"] = " ".join(p for p in (str(library), env.get("LD_PRELOAD", "")) if p)
+    scope = job_scope(os.getcwd(), outputs, env)
+    env.update(scope.env())
     why = info["reason"] or ("no predictions stored yet" if info["predicted_requests"] == 0 else "asked")
-    print(f"iez run: {app}: {mode} mode" + (f": {why}" if mode == "trace" else ""), file=log)
+    print(f"iez run: {app}: {mode} mode" + (f": {why}" if mode == "trace" else "")
+          + f" (files under {scope.describe()})", file=log)
     job_map = start_job_map(settings, app, directory, env, log) if mode == "place" else None  # IEZ_MAP
     try:
         code = subprocess.run(list(cmd), env=env).returncode
-    except FileNotFoundError as err:
-        raise ValueError(f"cannot run {cmd[0]!r}: {err.strerror}") from None
+    except OSError as err:  # not found, not executable: nothing ran
+        shutil.rmtree(directory, ignore_errors=True)
+        raise ValueError(f"cannot run {cmd[0]!r}: {err.strerror}; nothing recorded") from None
     finally:
         if job_map:
             job_map.unlink(missing_ok=True)
+    if code != 0 and mode == "trace":
+        kept = set_aside(settings, app, directory)
+        print(f"iez run: {app}: not learnt: the command failed (exit {code}); its traces are left out of learning "
+              f"(kept in {kept})", file=log)
+        return code
     if mode == "trace":
         try:
-            runs = epoch_runs(settings, app)
+            runs = in_scope(epoch_runs(settings, app), scope)
             if not runs:
                 raise ValueError(f"the run left no write requests in {directory}")
             prediction, stored = learn(settings, app, runs, selection, allocate=allocate)
@@ -369,7 +401,12 @@ def run_app(settings: Settings, app: str, cmd: Sequence[str], force_trace: bool 
               f"stored" + (f", accuracy {acc}" if acc else "") +
               (f", {stored['unnamed']} without a predictable name" if stored["unnamed"] else ""), file=log)
         return code
-    counts = [row for path in counts_files(directory) for row in read_counts(path)]
+    counts = [row for path in counts_files(directory) for row in read_counts(path) if row.app == app]
+    if code != 0 and not any(row.hits or row.misses or row.skips for row in counts):
+        kept = set_aside(settings, app, directory)
+        print(f"iez run: {app}: the command failed (exit {code}) before creating any file under "
+              f"{scope.describe()}: not recorded as a run (counts kept in {kept})", file=log)
+        return code
     if counts:
         engine = open_db(settings)
         _store_runs(engine, app, summarise_counts(counts))

@@ -34,6 +34,11 @@ Lustre policy (``pool``, ``components`` and ``default_layout``, from the
 trace's layout columns or the requests file's columns of those names): it is
 not forecast, the next run's files take the most recent run's
 (:func:`iez.predict.aipa.forecast_next`).
+
+Given an application name, trace files yield only the rows of that
+application (their ``app`` column, the library's ``IEZ_APP``): a trace
+directory several applications share never lends one application's files to
+another (:class:`OtherApps` when it holds none of the one asked for).
 """
 
 from __future__ import annotations
@@ -110,8 +115,23 @@ def natural_key(text: str) -> list:
 
 # ---- reading runs -------------------------------------------------------------------------------
 
-def runs_of_tracedir(directory: Path, label: str | None = None) -> list[RunData]:
+class OtherApps(ValueError):
+    """Traces hold rows, but none of the application asked for; the message names the ones they hold."""
+
+
+def _only_app(rows: list, app: str | None, seen: set[str] | None) -> list:
+    if seen is not None:
+        seen.update(r.app for r in rows)
+    return rows if app is None else [r for r in rows if r.app == app]
+
+
+def runs_of_tracedir(directory: Path, label: str | None = None, app: str | None = None,
+                     seen: set[str] | None = None) -> list[RunData]:
+    """The runs (one per job id) in a trace directory; with ``app``, of that application's rows alone
+    (``seen`` collects every application the rows name)."""
     traces = TraceDir(directory)
+    traces.rows = _only_app(traces.rows, app, seen)
+    traces.counts = [c for c in traces.counts if app is None or c.app == app]
     first_open: dict[str, float] = {}
     for row in traces.rows:
         first_open[row.job] = min(row.open_time, first_open.get(row.job, row.open_time))
@@ -163,7 +183,7 @@ def _runs_of_records(records: list[dict], source: str) -> list[RunData]:
     return [make_run(run, reqs) for run, reqs in sorted(groups.items(), key=lambda kv: natural_key(kv[0]))]
 
 
-def _read_requests_file(path: Path) -> list[RunData]:
+def _read_requests_file(path: Path, app: str | None = None, seen: set[str] | None = None) -> list[RunData]:
     text = path.read_text(encoding="utf-8", errors="surrogateescape")
     stripped = text.lstrip()
     if stripped.startswith(("[", "{")):
@@ -180,7 +200,7 @@ def _read_requests_file(path: Path) -> list[RunData]:
         return _runs_of_records(data, str(path))
     header = next(csv.reader([stripped.splitlines()[0] if stripped else ""]), [])
     if header in (list(TRACE_COLUMNS), list(TRACE_COLUMNS_V1)):  # one tracing-mode CSV file: its jobs are the runs
-        rows = read_trace(path)
+        rows = _only_app(read_trace(path), app, seen)
         runs = []
         for job in sorted({r.job for r in rows}, key=natural_key):
             merged = merge_requests([r for r in rows if r.job == job])
@@ -192,22 +212,28 @@ def _read_requests_file(path: Path) -> list[RunData]:
     return _runs_of_records(list(csv.DictReader(text.splitlines())), str(path))
 
 
-def load_runs(path: Path | str) -> list[RunData]:
-    """The runs at ``path`` in run order (see the module text); ValueError when there are none."""
+def load_runs(path: Path | str, app: str | None = None) -> list[RunData]:
+    """The runs at ``path`` in run order (see the module text), with ``app`` only that application's traced
+    rows; ValueError when there are none (:class:`OtherApps` when the traces are of other applications)."""
     path = Path(path)
+    seen: set[str] = set()
     if path.is_dir():
         if trace_files(path):
-            runs = runs_of_tracedir(path)
+            runs = runs_of_tracedir(path, app=app, seen=seen)
         else:
             subdirs = sorted((d for d in path.iterdir() if d.is_dir() and trace_files(d)),
                              key=lambda d: natural_key(d.name))
             if not subdirs:
                 raise ValueError(f"{path}: no iez-trace.*.csv files in it nor in run-* subdirectories")
-            runs = [run for d in subdirs for run in runs_of_tracedir(d, label=d.name)]
+            runs = [run for d in subdirs for run in runs_of_tracedir(d, label=d.name, app=app, seen=seen)]
     elif path.is_file():
-        runs = _read_requests_file(path)
+        runs = _read_requests_file(path, app, seen)
     else:
         raise ValueError(f"{path}: no such file or directory")
+    if app is not None and seen and app not in seen:
+        names = ", ".join(repr(a) for a in sorted(seen))
+        raise OtherApps(f"{path}: no traces of application {app!r}; they are of {names} (the library's "
+                        f"IEZ_APP, else the program's name): give --trace-app NAME to learn from those")
     runs = [r for r in runs if r.requests]
     if not runs:
         raise ValueError(f"{path}: no write requests in any run")

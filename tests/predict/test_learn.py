@@ -32,7 +32,7 @@ def learn(db, state, *args):
 def test_learn_stores_predictions_that_the_mds_sees_pending_and_allocates(backend, tmp_path):
     db = fresh_db(backend, tmp_path, "learn")
     write_runs(SynthSpec("hacc-fpp", 8, runs=3, stripe_count=4), tmp_path / "t")
-    proc = learn(db, tmp_path / "state", "hacc", "--trace", str(tmp_path / "t"), "--json")
+    proc = learn(db, tmp_path / "state", "hacc", "--trace", str(tmp_path / "t"), "--trace-app", "hacc-io", "--json")
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out["stored"]["stored"] == 8 and out["accuracy"]["write_bytes"] == 100.0
@@ -47,7 +47,7 @@ def test_learn_stores_predictions_that_the_mds_sees_pending_and_allocates(backen
 
     # a new prediction replaces the old one: the files it no longer names are removed
     write_runs(SynthSpec("hacc-fpp", 4, runs=2, stripe_count=4, particles=1000, directory="/scratch/h"), tmp_path / "u")
-    proc = learn(db, tmp_path / "state", "hacc", "--trace", str(tmp_path / "u"), "--json")
+    proc = learn(db, tmp_path / "state", "hacc", "--trace", str(tmp_path / "u"), "--trace-app", "hacc-io", "--json")
     assert proc.returncode == 0, proc.stderr
     stored = json.loads(proc.stdout)["stored"]
     assert (stored["stored"], stored["removed"], stored["unnamed"]) == (4, 8, 0)
