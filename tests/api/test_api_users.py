@@ -208,6 +208,14 @@ def test_munge_credentials_are_checked_by_munged(tmp_path, munged):
             assert foreign.status_code == 401 and "MUNGE credential refused" in foreign.json()["detail"]
         finally:
             other.stop()
+        # what a client sends from its environment: a new credential of its own user each time
+        from iez.api.auth import client_header
+
+        for _ in range(2):
+            header = client_header({"IEZ_MUNGE_SOCKET": str(munged.socket)})
+            assert header["Authorization"].startswith("MUNGE MUNGE:")
+            assert httpx.get(url, headers=header).status_code == 200
+        assert client_header({"IEZ_API_USER_TOKEN": ALICE_TOKEN}) == {"Authorization": f"Bearer {ALICE_TOKEN}"}
         # the fast path refuses a replay the same way
         credential = munged.credential(ALICE_UID)
         path = srv.url + "/v1/allocations?path=/lustre/pinned/f"
