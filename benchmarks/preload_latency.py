@@ -12,6 +12,11 @@ without and with ``LD_PRELOAD=libiez.so`` in the same run, on tmpfs
 - ``create-sqlite`` / ``create-mariadb``: creating new files whose layouts are in the
   DB among 100,000 other allocations: lookup, layout attribute, close, the
   application's open (targets <= 200 us and <= 1 ms);
+- ``create-map``: the same creates with the layouts in a layout map (``IEZ_MAP``) of ``--map-entries``
+  (1,000,000) entries: probe in mapped memory, layout attribute, close, the application's open (the
+  target, <= 1 us, is the issue's for the lookup; the placement's own system calls, the same for every
+  source of layouts, come on top); ``probe-map``: the lookup alone from C on that map
+  (``placement_lib/bench/map_probe.c``, random paths of the map, per lookup);
 - ``trace-write``: writing ``--write-mib`` MiB in 4 KiB writes with ``IEZ_MODE=trace``
   against the plain run, as a share of wall time, fastest round of each side
   (target <= 1 %).
@@ -102,6 +107,61 @@ def create_case(exe, base_env, dirs, db, name, target_us, calls, rounds, others,
     return results
 
 
+def map_others(count: int) -> list:
+    from iez.maps import MapEntry
+
+    return [MapEntry(f"/lustre/others/job/dir{i // 1000:04d}/file.{i:07d}", 1048576, 4,
+                     " ".join(str((i + k * 4) % 15) for k in range(4))) for i in range(count)]
+
+
+def map_case(exe, base_env, dirs, tmp: Path, calls, rounds, others: list) -> list[dict]:
+    """create-map: as create_case, the layouts from a map of len(others) + the created files' entries."""
+    from iez.maps import MapEntry, write_map
+
+    results = []
+    for where, root in dirs.items():
+        plain, pre = [], []
+        for r in range(rounds):
+            work = Path(tempfile.mkdtemp(prefix="iez-bench-map-", dir=root))
+            try:
+                prefix = f"f{r}"
+                pinned = [str(work / "placed" / f"{prefix}.{i}") for i in range(calls)]
+                (work / "plain").mkdir()
+                (work / "placed").mkdir()
+                layouts = write_map(tmp / "bench.cdb", "bench",
+                                    [*(MapEntry(p, 1048576, 4, f"{i % 15} {(i + 4) % 15} {(i + 8) % 15} {(i + 12) % 15}")
+                                       for i, p in enumerate(pinned)), *others])["path"]
+                env = {**base_env, "IEZ_MAP": layouts, "IEZ_DB": str(work / "none.db"),
+                       "IEZ_STATE_DIR": str(work / "state"), "IEZ_INCLUDE": str(work), "LD_PRELOAD": str(LIB)}
+                sides = [("plain", base_env, plain), ("placed", env, pre)]
+                for name_, env_, out_ in (sides if r % 2 == 0 else sides[::-1]):
+                    out_ += run(exe, ["create", str(work / name_), prefix, str(calls)], env_)
+                probe = pinned[calls // 2]
+                if not os.getxattr(probe, "user.iez.layout"):
+                    raise SystemExit(f"{probe} was not placed: the benchmark would measure misses")
+            finally:
+                shutil.rmtree(work, ignore_errors=True)
+        results.append(summarise("create-map", where, plain, pre, 1))
+    return results
+
+
+def probe_map(tmp: Path, others: list, lookups: int) -> dict:
+    """probe-map: the lookup alone, from C, in a map of len(others) entries."""
+    from iez.maps import write_map
+
+    src = ROOT / "placement_lib" / "src"
+    exe = tmp / "map_probe"
+    subprocess.run(["gcc", "-O2", "-D_GNU_SOURCE", "-DIEZ_HAVE_SQLITE", f"-I{src}", "-o", str(exe),
+                    str(ROOT / "placement_lib" / "bench" / "map_probe.c"),
+                    *(str(p) for p in sorted(src.glob("*.c")) if p.name not in ("intercept.c", "mpi.c")),
+                    "-lsqlite3", "-ldl", "-lpthread"], check=True)
+    layouts = write_map(tmp / "probe.cdb", "bench", others)["path"]
+    (tmp / "paths").write_text("\n".join(e.path for e in others[::max(1, len(others) // 100_000)]) + "\n")
+    out = json.loads(subprocess.run([str(exe), "cdb", layouts, str(tmp / "paths"), str(lookups)], check=True,
+                                    capture_output=True, text=True).stdout)
+    return {"case": "probe-map", "fs": "-", "entries": len(others), **out, "target_us": 1}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=2000, help="calls per round and case")
@@ -109,8 +169,9 @@ def main() -> int:
     parser.add_argument("--others", type=int, default=100_000, help="unrelated allocations in the DB")
     parser.add_argument("--backends", default="sqlite,mariadb")
     parser.add_argument("--write-mib", type=int, default=1024)
-    parser.add_argument("--cases", default="open,excluded,db,trace",
-                        help="which cases to run: open, excluded, db, trace (comma separated)")
+    parser.add_argument("--map-entries", type=int, default=1_000_000, help="entries of the layout map (map case)")
+    parser.add_argument("--cases", default="open,excluded,map,db,trace",
+                        help="which cases to run: open, excluded, map, db, trace (comma separated)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     cases = set(args.cases.split(","))
@@ -143,6 +204,11 @@ def main() -> int:
         if "excluded" in cases:
             results += create_case(exe, base_env, dirs, None, "create-excluded", 5, args.calls, args.rounds, 0,
                                    extra_env=lambda work: {"IEZ_EXCLUDE": str(work / "placed")})
+        if "map" in cases:
+            others = map_others(args.map_entries - args.calls)
+            results += map_case(exe, base_env, dirs, tmp, args.calls, args.rounds, others)
+            results.append(probe_map(tmp, others, 1_000_000))
+            del others
         backends = [b for b in args.backends.split(",") if b] if "db" in cases else []
         if "sqlite" in backends:
             results += create_case(exe, base_env, dirs, str(tmp / "bench.db"), "create-sqlite", 200, args.calls,
@@ -181,7 +247,11 @@ def main() -> int:
         return 0
     print(f"{'case':<17} {'fs':<6} {'plain med':>10} {'added med':>10} {'added p99':>10} {'target':>8}")
     for r in results:
-        if r["case"] == "trace-write":
+        if r["case"] == "probe-map":
+            print(f"{r['case']:<17} {'-':<6} {'':>10} {r['p50_ns'] / 1000:>8.3f}us {r['p99_ns'] / 1000:>8.3f}us "
+                  f"{r['target_us']:>6.0f}us  (lookup alone, from C, {r['entries']} entries; mean "
+                  f"{r['ns_per_lookup'] / 1000:.3f}us)")
+        elif r["case"] == "trace-write":
             print(f"{r['case']:<17} {r['fs']:<6} {r['plain_s']:>9.3f}s {r['overhead_pct']:>9.2f}% "
                   f"{'':>10} {r['target_pct']:>7.1f}%")
         else:
