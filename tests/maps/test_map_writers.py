@@ -102,8 +102,9 @@ def test_iez_run_falls_back_to_the_db_when_the_map_cannot_be_written(tmp_path):
         s.execute(update(AllocationRow).where(AllocationRow.path == str(out / "bad")).values(osts="1\x00"))
     engine.dispose()
     proc = subprocess.run([sys.executable, "-m", "iez.cli", "run", "writer", "--", "sh", "-c", f"echo x > {out}/a"],
-                          env=run_env(db, tmp_path / "state"), capture_output=True, text=True, timeout=120)
+                          env=run_env(db, tmp_path / "state"), capture_output=True, text=True, timeout=120,
+                          cwd=tmp_path)  # iez run places below the job's working directory (out is in /tmp)
     assert proc.returncode == 0, proc.stderr
     assert "writer: no layout map (" in proc.stderr and "NUL byte" in proc.stderr
     assert "mapped" not in proc.stderr
-    assert attr(out / "a") == "version=1 stripe_size=1048576 stripe_count=2 osts=1,2"  # from IEZ_DB
+    assert attr(out / "a") == "version=1 stripe_size=1048576 stripe_count=2 osts=1,2", proc.stderr  # from IEZ_DB
