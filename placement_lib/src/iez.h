@@ -250,8 +250,17 @@ void iez_trace_size_by_path(void *record);
 void iez_report_atfork_child(void);
 void *iez_trace_record_for(const char *abspath);
 void iez_trace_add_bytes(void *record, uint64_t bytes);
-int iez_trace_write_csv(int fd);
 int iez_trace_has_records(void);
+/* Descriptors follow their copies (trace_io.c): dup/dup2/dup3/F_DUPFD give newfd oldfd's record. */
+void iez_trace_copied(int oldfd, int newfd);
+void iez_trace_bind(int fd, void *record);           /* freopen(NULL, ...): the same file on a new descriptor */
+void iez_trace_closed_range(unsigned first, unsigned last); /* close_range, closefrom */
+int iez_trace_stdio_writes(const char *mode);        /* an fopen mode that may write */
+/* The trace CSV: its header, and at exit the remaining rows into iez_report_trace_fd's file (then renamed). */
+int iez_trace_write_header(int fd);
+int iez_trace_finish(void);
+int iez_report_trace_fd(void);    /* O_APPEND descriptor on this process's trace file, made with the header; -1 */
+void iez_report_trace_done(int rc); /* rc 0: rename it to its final name; else remove it */
 void iez_trace_atfork_child(void);
 void iez_trace_forget_written(void);
 

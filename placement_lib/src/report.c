@@ -15,6 +15,9 @@ static unsigned long hits, misses, errors, skips;
 static int flushed;
 static int mpi_rank = -1, mpi_size = 0;
 pid_t iez_owner_pid;
+/* This process's trace file while it is written (iez_report_trace_fd). */
+static char trace_tmp[IEZ_PATH_MAX + 320], trace_final[IEZ_PATH_MAX + 320];
+static pid_t trace_pid; /* the process that made trace_tmp: a fork() child makes its own */
 
 int iez_is_owner(void)
 {
@@ -31,6 +34,7 @@ void iez_report_atfork_child(void)
     hits = misses = errors = skips = 0;
     flushed = 0;
     iez_owner_pid = getpid();
+    trace_tmp[0] = '\0'; /* the parent's trace file: the child writes its own */
 }
 
 void iez_mpi_set_rank(int rank, int size)
@@ -90,20 +94,39 @@ int iez_csv_field(char *out, size_t outlen, const char *field)
     return 0;
 }
 
-/* Writes dir/<kind>.<host>.<pid>.<ns>.csv through a temporary name. */
-static void write_report(const char *dir, const char *kind, int (*fill)(int fd, void *arg), void *arg)
+/* Names dir/<kind>.<host>.<pid>.<ns>.csv and its temporary .<kind>...csv.tmp; 0, or -1 when dir cannot be made. */
+static int report_names(const char *dir, const char *kind, char *tmp, char *final, size_t len)
 {
-    char tmp[IEZ_PATH_MAX + 320], final[IEZ_PATH_MAX + 320];
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     unsigned long long ns = (unsigned long long)ts.tv_sec * 1000000000ULL + (unsigned long long)ts.tv_nsec;
     const char *host = iez_cfg()->host;
     if (iez_make_dirs(dir) != 0) {
         iez_debug("cannot create %s for the %s report: %s", dir, kind, strerror(errno));
-        return;
+        return -1;
     }
-    snprintf(tmp, sizeof tmp, "%s/.%s.%s.%d.%llu.csv.tmp", dir, kind, host, (int)getpid(), ns);
-    snprintf(final, sizeof final, "%s/%s.%s.%d.%llu.csv", dir, kind, host, (int)getpid(), ns);
+    snprintf(tmp, len, "%s/.%s.%s.%d.%llu.csv.tmp", dir, kind, host, (int)getpid(), ns);
+    snprintf(final, len, "%s/%s.%s.%d.%llu.csv", dir, kind, host, (int)getpid(), ns);
+    return 0;
+}
+
+/* Renames a complete report to its final name, or removes it. */
+static void report_done(int rc, const char *tmp, const char *final)
+{
+    if (rc == 0 && rename(tmp, final) == 0) {
+        iez_debug("wrote %s", final);
+    } else {
+        iez_debug("cannot write %s: %s", final, strerror(errno));
+        unlink(tmp);
+    }
+}
+
+/* Writes dir/<kind>.<host>.<pid>.<ns>.csv through a temporary name. */
+static void write_report(const char *dir, const char *kind, int (*fill)(int fd, void *arg), void *arg)
+{
+    char tmp[IEZ_PATH_MAX + 320], final[IEZ_PATH_MAX + 320];
+    if (report_names(dir, kind, tmp, final, sizeof tmp))
+        return;
     int fd = iez_sys_open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0) {
         iez_debug("cannot write %s: %s", tmp, strerror(errno));
@@ -112,12 +135,47 @@ static void write_report(const char *dir, const char *kind, int (*fill)(int fd, 
     int rc = fill(fd, arg);
     if (iez_sys_close(fd) != 0)
         rc = -1;
-    if (rc == 0 && rename(tmp, final) == 0) {
-        iez_debug("wrote %s", final);
-    } else {
-        iez_debug("cannot write %s: %s", final, strerror(errno));
-        unlink(tmp);
+    report_done(rc, tmp, final);
+}
+
+/* The trace file grows during the run when more files were traced than
+ * IEZ_TRACE_MAX_FILES (trace.c writes their rows early) and is completed at
+ * exit: one temporary file per process, renamed once. Used under trace.c's lock. */
+
+int iez_report_trace_fd(void)
+{
+    const struct iez_config *c = iez_cfg();
+    int saved = errno;
+    int fd = -1;
+    if (trace_tmp[0] && trace_pid == getpid()) {
+        fd = iez_sys_open(trace_tmp, O_WRONLY | O_APPEND | O_CLOEXEC, 0);
+    } else if (c->trace_dir[0] && report_names(c->trace_dir, "iez-trace", trace_tmp, trace_final, sizeof trace_tmp) == 0) {
+        fd = iez_sys_open(trace_tmp, O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (fd >= 0 && iez_trace_write_header(fd) != 0) {
+            iez_sys_close(fd);
+            unlink(trace_tmp);
+            fd = -1;
+        }
+        if (fd >= 0)
+            trace_pid = getpid();
+        else
+            trace_tmp[0] = '\0';
     }
+    if (fd < 0)
+        iez_debug("cannot write the trace %s: %s", trace_tmp[0] ? trace_tmp : c->trace_dir,
+                  c->trace_dir[0] ? strerror(errno) : "IEZ_TRACE_DIR is not set");
+    errno = saved;
+    return fd;
+}
+
+void iez_report_trace_done(int rc)
+{
+    if (!trace_tmp[0] || trace_pid != getpid())
+        return;
+    int saved = errno;
+    report_done(rc, trace_tmp, trace_final);
+    trace_tmp[0] = '\0';
+    errno = saved;
 }
 
 static int fill_counts(int fd, void *arg)
@@ -137,12 +195,6 @@ static int fill_counts(int fd, void *arg)
     if (n < 0 || (size_t)n >= sizeof line)
         return -1;
     return iez_sys_write(fd, line, (size_t)n) == n ? 0 : -1;
-}
-
-static int fill_trace(int fd, void *arg)
-{
-    (void)arg;
-    return iez_trace_write_csv(fd);
 }
 
 void iez_report_before_exec(void)
@@ -180,9 +232,10 @@ void iez_report_flush(void)
             snprintf(dir, sizeof dir, "%s/runs", c->state_dir);
         write_report(dir, "iez-counts", fill_counts, NULL);
     }
-    if (c->mode == IEZ_MODE_TRACE && iez_trace_has_records()) {
+    /* a trace file begun during the run is completed even when no record is left in memory */
+    if (c->mode == IEZ_MODE_TRACE && (iez_trace_has_records() || (trace_tmp[0] && trace_pid == getpid()))) {
         if (c->trace_dir[0])
-            write_report(c->trace_dir, "iez-trace", fill_trace, NULL);
+            iez_trace_finish();
         else
             iez_debug("tracing mode needs IEZ_TRACE_DIR: the trace of this process is not written");
     }

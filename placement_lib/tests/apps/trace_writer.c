@@ -1,7 +1,7 @@
 /* Writes known byte counts through every POSIX and stdio write call libiez's
  * tracing mode counts, so the test can compare the trace with exact numbers.
  *   trace_writer DIR   -> DIR/posix.dat (write 1000 + pwrite 500 + writev 300+200 + pwritev 100)
- *                         DIR/stdio.dat (fwrite 7 x 1024 + fprintf "2\n": 7170 bytes, fwrite counts 7168)
+ *                         DIR/stdio.dat (fwrite 7 x 1024 + fprintf "2\n": 7170 bytes, all counted)
  *                         DIR/read-only.dat is only read: it must not appear in the trace */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -36,7 +36,7 @@ int main(int argc, char **argv)
         return 1;
     for (int i = 0; i < 7; i++)
         if (fwrite(buf, 1024, 1, fp) != 1) return 1;
-    fprintf(fp, "%d\n", argc); /* not a counted call: only the size at fclose shows these 2 bytes */
+    fprintf(fp, "%d\n", argc); /* 2 bytes, counted by the stdio interposers */
     if (fclose(fp) != 0) return 1;
 
     snprintf(path, sizeof path, "%s/read-only.dat", argv[1]);
