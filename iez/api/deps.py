@@ -86,6 +86,14 @@ async def caller(request: Request) -> Caller:
     return who
 
 
+async def reader_of(request: Request) -> Caller:
+    """Whose files a read may show: the caller with IEZ_API_READS=owner; otherwise every file (the service's
+    view, as the lookup fast path answers), without looking at credentials reads do not need."""
+    if request.app.state.settings.reads != "owner":
+        return SERVICE
+    return await require_user(await caller(request))
+
+
 async def require_user(who: Caller = Depends(caller)) -> Caller:
     """Any authenticated caller: a user or the service credential (reads with IEZ_API_READS=owner)."""
     if who.anonymous:

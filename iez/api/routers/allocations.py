@@ -57,7 +57,6 @@ def layout_of(a: Allocation) -> Layout:
 )
 def allocate(
     body: AllocateIn,
-    request: Request,
     engine: Engine = Depends(deps.engine),
     settings: Settings = Depends(deps.settings),
     metrics: ApiMetrics = Depends(deps.metrics),
@@ -95,9 +94,9 @@ def allocate(
     )
 
 
-def _owner_only(request: Request, who: Caller) -> str | None:
+def _owner_only(who: Caller) -> str | None:
     """The user whose files alone a lookup may answer (None: every file)."""
-    return None if request.app.state.settings.reads != "owner" or who.admin else who.user
+    return None if who.admin else who.user
 
 
 @reads.get("/v1/allocations", response_model=Layout, responses={404: {"model": Problem}})
@@ -106,10 +105,10 @@ async def get_allocation(
                     AfterValidator(_absolute_path)],
     request: Request,
     reader: LayoutReader = Depends(deps.reader),
-    who: Caller = Depends(deps.caller),
+    who: Caller = Depends(deps.reader_of),
 ) -> Response:
     """The live layout of one file, or 404 (also, with owner reads, for another user's file)."""
-    owner = _owner_only(request, who)
+    owner = _owner_only(who)
     layout = reader.one(path) if owner is None else request.app.state.owned.owned_one(path, owner)
     if layout is None:
         return Response(json.dumps({"detail": f"no allocation for {path}"}), 404, media_type=JSON)
@@ -118,9 +117,9 @@ async def get_allocation(
 
 @reads.post("/v1/allocations/lookup", response_model=LookupOut)
 async def lookup_batch(body: LookupIn, request: Request, reader: LayoutReader = Depends(deps.reader),
-                       who: Caller = Depends(deps.caller)) -> Response:
+                       who: Caller = Depends(deps.reader_of)) -> Response:
     """Live layouts of many files in one call; paths without one (or another user's) are listed in ``missing``."""
-    owner = _owner_only(request, who)
+    owner = _owner_only(who)
     found = reader.many(body.paths) if owner is None else request.app.state.owned.owned_many(body.paths, owner)
     missing = [p for p in body.paths if p not in found]
     layouts = [found[p] for p in dict.fromkeys(body.paths) if p in found]
