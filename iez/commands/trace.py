@@ -37,7 +37,7 @@ from iez.db.owners import login_user
 from iez.db.requests import RequestIn, application, upsert_requests
 from iez.layout.model import components_text
 from iez.trace.darshan import DarshanImport, read_log
-from iez.trace.parse import ParsedRun, Request, RunCounts, parse_dir
+from iez.trace.parse import ParsedRun, Request, RunCounts, TraceDir, parse_dir
 
 #: Columns of ``--out``: what ``iez simulate --replay`` (``load_requests``) reads; ``components`` is the PFL
 #: template's JSON text (empty for none).
@@ -168,6 +168,20 @@ def store(settings: Settings, app: str, requests: Sequence[Request], runs: Seque
             "runs_already_stored": len(runs) - new_runs}
 
 
+def _parse_app(directory: str, job: str | None, keep_empty: bool, app: str | None) -> ParsedRun:
+    """:func:`parse_dir`; when the rows name several applications and ``app`` is one of them, only its rows
+    (so a trace directory two applications of one job share never stores one's files as the other's); another
+    name stores every row under it, as chosen."""
+    if app is None:
+        return parse_dir(directory, job=job, keep_empty=keep_empty)
+    traces = TraceDir(directory)
+    apps = {r.app for r in traces.rows} | {c.app for c in traces.counts}
+    if len(apps) > 1 and app in apps:
+        traces.rows = [r for r in traces.rows if r.app == app]
+        traces.counts = [c for c in traces.counts if c.app == app]
+    return traces.run(job, keep_empty)
+
+
 def write_requests_csv(path: str, requests: Sequence[Request]) -> None:
     with open(path, "w", encoding="utf-8", errors="surrogateescape", newline="") as out:
         writer = csv.writer(out, lineterminator="\n")
@@ -181,7 +195,7 @@ def write_requests_csv(path: str, requests: Sequence[Request]) -> None:
 def _parse(args: argparse.Namespace) -> int:
     if not args.store and (args.db or args.app):
         raise ValueError("--db and --app only apply with --store")
-    parsed = parse_dir(args.dir, job=args.job, keep_empty=args.keep_empty)
+    parsed = _parse_app(args.dir, args.job, args.keep_empty, args.app if args.store else None)
     stored = store(settings_from(args), app_name(args.app, parsed.apps), parsed.requests, parsed.runs) \
         if args.store else None
     if args.out:

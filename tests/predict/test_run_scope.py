@@ -214,3 +214,28 @@ def test_learn_takes_only_its_own_applications_traces_from_a_shared_directory(tm
     assert [r["file"] for r in read(engine, lambda conn: app_summary(conn, "app-three"))["requests"]] == [
         str(out / "app-one" / "part.0")]
     engine.dispose()
+
+
+def test_trace_parse_stores_only_the_named_applications_rows_of_a_shared_job(tmp_path, lib):
+    """Two applications of one batch job (one job id) trace into one directory: ``iez trace parse --store --app``
+    stores each one's files under its own name (before, ``--app solver`` stored the pre-processor's too)."""
+    shared, out = tmp_path / "shared-traces", tmp_path / "out"
+    writer = tmp_path / "writer.py"
+    writer.write_text(WRITER)
+    for app in ("pre", "solver"):
+        env = {**os.environ, "LD_PRELOAD": str(lib), "IEZ_MODE": "trace", "IEZ_TRACE_DIR": str(shared),
+               "IEZ_APP": app, "IEZ_INCLUDE": str(out), "IEZ_RUN_ID": "slurm-42"}
+        done = subprocess.run([sys.executable, str(writer), str(out / app)], env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+    db = fresh_db("sqlite", tmp_path, "parse_shared")
+    engine = make_engine(database_url(db))
+    for app in ("pre", "solver"):
+        done = run_iez("trace", "parse", str(shared), "--store", "--app", app, "--db", db)
+        assert done.returncode == 0, done.stderr
+        files = [r["file"] for r in read(engine, lambda conn: app_summary(conn, app))["requests"]]
+        assert files == [str(out / app / "part.0")]
+    # a name of neither: both stored under it, as chosen (tests/trace/test_trace_parse.py)
+    done = run_iez("trace", "parse", str(shared), "--store", "--app", "workflow", "--db", db)
+    assert done.returncode == 0, done.stderr
+    assert len(read(engine, lambda conn: app_summary(conn, "workflow"))["requests"]) == 2
+    engine.dispose()
