@@ -6,7 +6,7 @@
  *   close_range and closefrom close descriptors iez would not see;
  * - streams: glibc's stdio writes through its internal __write, which no
  *   preload can see, so each stdio call that writes is interposed and counts
- *   what it accepted for its stream's descriptor (fwrite is in intercept.c);
+ *   what it accepted for its stream's descriptor (fwrite, in intercept.c, too);
  *   freopen lets the old file go and counts for the new one.
  *
  * Each interposer makes exactly one real call, whose result and errno the
@@ -19,6 +19,12 @@
 #include <stdarg.h>
 #include <string.h>
 #include <sys/syscall.h>
+#if defined(__GLIBC__) && defined(__x86_64__)
+#if __GLIBC_PREREQ(2, 32)
+#define IEZ_PLAIN_ADD 1 /* __libc_single_threaded, and an add that is one instruction */
+#include <sys/single_threaded.h>
+#endif
+#endif
 #include <unistd.h>
 
 #ifndef CLOSE_RANGE_CLOEXEC
@@ -36,15 +42,32 @@ static inline int tracing_table(void)
     return __builtin_expect(__atomic_load_n(&iez_fd_records, __ATOMIC_RELAXED) != 0, 0);
 }
 
-/* n bytes accepted by stream fp count for its descriptor's file. */
+/* n bytes accepted by stream fp count for its descriptor's file. A process
+ * that never started a thread adds with one plain instruction (a signal
+ * handler runs between instructions, never inside one): the locked add costs
+ * more than a whole fputc. */
 static inline void count_stream(FILE *fp, long n)
 {
     if (!tracing_table() || n <= 0 || !fp)
         return;
-    int saved = errno;
-    int fd = fileno(fp);
-    errno = saved;
+    int fd = fp->_fileno; /* fileno() without its call: the stream was just written, so it is open */
+#ifdef IEZ_PLAIN_ADD
+    if (__libc_single_threaded) {
+        void **table = __atomic_load_n(&iez_fd_records, __ATOMIC_ACQUIRE);
+        if ((size_t)(unsigned)fd >= iez_fd_records_len || iez_in_mpi_write || iez_busy)
+            return;
+        struct iez_record_bytes *r = __atomic_load_n(&table[fd], __ATOMIC_ACQUIRE);
+        if (r)
+            __asm__ volatile("addq %1, %0" : "+m"(r->bytes) : "r"((uint64_t)n));
+        return;
+    }
+#endif
     iez_count_write(fd, (ssize_t)n);
+}
+
+void iez_trace_stream_wrote(FILE *fp, size_t n)
+{
+    count_stream(fp, (long)n);
 }
 
 /* ---- copies and closes --------------------------------------------------------- */
