@@ -7,7 +7,8 @@
  * - streams: glibc's stdio writes through its internal __write, which no
  *   preload can see, so each stdio call that writes is interposed and counts
  *   what it accepted for its stream's descriptor (fwrite, in intercept.c, too);
- *   freopen lets the old file go and counts for the new one.
+ *   freopen lets the old file go and counts for the new one;
+ * - splice into a file counts for it (tee and vmsplice only fill pipes).
  *
  * Each interposer makes exactly one real call, whose result and errno the
  * application sees; when not tracing, the only cost is one load. */
@@ -32,7 +33,7 @@
 #endif
 
 SLOT(dup); SLOT(dup2); SLOT(dup3); SLOT(fcntl); SLOT(fcntl64); SLOT(close_range); SLOT(closefrom);
-SLOT(freopen); SLOT(freopen64);
+SLOT(freopen); SLOT(freopen64); SLOT(splice);
 SLOT(fputc); SLOT(putc); SLOT(_IO_putc); SLOT(fputc_unlocked); SLOT(putc_unlocked); SLOT(putchar);
 SLOT(putchar_unlocked); SLOT(fputs); SLOT(fputs_unlocked); SLOT(puts); SLOT(fwrite_unlocked); SLOT(putw);
 SLOT(vfprintf); SLOT(vprintf); SLOT(__vfprintf_chk); SLOT(__vprintf_chk); SLOT(vdprintf); SLOT(__vdprintf_chk);
@@ -155,6 +156,14 @@ IEZ_EXPORT void closefrom(int lowfd)
 #endif
     if (tracing_table() && !iez_busy && lowfd >= 0)
         iez_trace_closed_range((unsigned)lowfd, ~0U);
+}
+
+IEZ_EXPORT ssize_t splice(int in, loff_t *in_off, int out, loff_t *out_off, size_t n, unsigned flags)
+{
+    ssize_t r = REAL(splice, ssize_t (*)(int, loff_t *, int, loff_t *, size_t, unsigned))(in, in_off, out, out_off,
+                                                                                          n, flags);
+    iez_count_write(out, r);
+    return r;
 }
 
 /* ---- freopen --------------------------------------------------------------------- */

@@ -6,7 +6,7 @@ leave exactly what the plain run left (exit code, output, files), and each file'
 
 - writes through descriptor copies (dup, dup2, dup3, fcntl F_DUPFD/F_DUPFD_CLOEXEC) count for
   the file; dup2 over a traced descriptor lets its file go; descriptors that close_range and
-  closefrom closed are forgotten;
+  closefrom closed are forgotten; splice into a file counts for it;
 - the stdio family (fprintf, vfprintf, printf, puts, fputc, putc, fputs, fwrite_unlocked,
   putw, dprintf, ... and the _FORTIFY_SOURCE ``__*_chk`` entry points) counts what each call
   accepted; freopen counts for the new file;
@@ -38,7 +38,7 @@ HEADER = ["path", "bytes_written", "file_size", "stripe_count", "stripe_size", "
 # placement_lib/tests/apps/trace_fds.c: the bytes written to each file
 TRACE_FDS = {
     "dup.dat": 600, "dupfd.dat": 60, "dup2_old.dat": 60, "dup2_new.dat": 70, "dup3.dat": 30,
-    "dup3_victim.dat": 40, "pipe_over.dat": 5, "close_range.dat": 7, "closefrom.dat": 9,
+    "dup3_victim.dat": 40, "pipe_over.dat": 5, "close_range.dat": 7, "closefrom.dat": 9, "splice.dat": 300,
     "stdio.dat": 167, "dprintf.dat": 9, "stdout.dat": 17, "freopen_a.dat": 100, "freopen_b.dat": 250,
     "stdout_freopen.dat": 20,
 }

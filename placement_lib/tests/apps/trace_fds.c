@@ -15,6 +15,7 @@
  *   pipe_over.dat    5, then dup2 puts a pipe on its descriptor and 1000 bytes go to the pipe: 5
  *   close_range.dat  7, close_range closes it, memfd_create takes its number, 1000 bytes go to the memfd: 7
  *   closefrom.dat    9, closefrom closes it, memfd_create takes its number, 1000 to the memfd: 9
+ *   splice.dat       300 spliced from a pipe, then 44 spliced from it into another pipe: 300
  *   stdio.dat        fprintf 5 + vfprintf 10 + fputc 1 + putc 1 + fputs 13 + fwrite_unlocked 20 +
  *                    fputs_unlocked 7 + fputc_unlocked 1 + putc_unlocked 1 + putw 4 + fwrite 100 +
  *                    fprintf of a constant (gcc makes it fputc/fwrite) 1 + 3: 167
@@ -164,6 +165,18 @@ int main(int argc, char **argv)
     put(a, 9);
     closefrom(a);
     reuse_by_memfd(a);
+
+    /* splice: into the file counts, out of it does not */
+    fd = open(at("splice.dat"), O_CREAT | O_RDWR | O_TRUNC, 0644);
+    CHECK(fd >= 0);
+    CHECK(pipe(p) == 0);
+    put(p[1], 300);
+    CHECK(splice(p[0], NULL, fd, NULL, 300, 0) == 300);
+    loff_t from = 0;
+    CHECK(splice(fd, &from, p[1], NULL, 44, 0) == 44);
+    CHECK(read(p[0], buf, sizeof buf) == 44);
+    memset(buf, 'x', sizeof buf);
+    CHECK(close(fd) == 0 && close(p[0]) == 0 && close(p[1]) == 0);
 
     /* the stdio family */
     FILE *fp = fopen(at("stdio.dat"), "w");
