@@ -257,6 +257,7 @@ void iez_trace_bind(int fd, void *record);           /* freopen(NULL, ...): the 
 void iez_trace_closed_range(unsigned first, unsigned last); /* close_range, closefrom */
 int iez_trace_stdio_writes(const char *mode);        /* an fopen mode that may write */
 void iez_trace_stream_wrote(FILE *fp, size_t n);     /* a stdio call accepted n bytes (trace_io.c) */
+void iez_trace_stream(int fd, FILE *fp);             /* fdopen: fp writes fd's file (its size at exit) */
 /* The trace CSV: its header, and at exit the remaining rows into iez_report_trace_fd's file (then renamed). */
 int iez_trace_write_header(int fd);
 int iez_trace_finish(void);

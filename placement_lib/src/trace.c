@@ -20,7 +20,6 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 struct record {
@@ -51,6 +50,7 @@ struct record {
 #define MAX_INTERNED 64       /* distinct directory defaults shared between records */
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static IEZ_TLS int holding; /* this thread holds lock: a signal handler's exit must not wait for it */
 static struct record *chunks[MAX_CHUNKS]; /* readers without the lock see a prefix of filled chunks */
 static size_t nchunks, chunk_used;
 static struct record *free_list;
@@ -71,6 +71,20 @@ static int fd_high;           /* atomic: every descriptor ever bound is below it
 #define fds ((struct record **)iez_fd_records)
 #define nfds iez_fd_records_len
 IEZ_TLS int iez_in_mpi_write;
+
+/* holding is set before the lock is taken and cleared after it is released, so
+ * that a handler interrupting either step never waits on its own thread. */
+static void take(void)
+{
+    holding = 1;
+    pthread_mutex_lock(&lock);
+}
+
+static void give(void)
+{
+    pthread_mutex_unlock(&lock);
+    holding = 0;
+}
 
 static uint64_t hash(const char *s)
 {
@@ -333,7 +347,7 @@ static void take_dir_layout(struct record *r, const char *abspath)
     int rc = text && check ? iez_dir_default_template(abspath, r->lustre, text, IEZ_TEMPLATE_MAX) : -1;
     /* only text iez.trace reads back: a default iez cannot read is learnt as none, then skipped */
     if (rc == 0 && text[0] && iez_layout_parse(text, strlen(text), check) == 0) {
-        pthread_mutex_lock(&lock);
+        take();
         if (r->path && !strcmp(r->path, abspath) && !__atomic_load_n(&r->dir_layout, __ATOMIC_ACQUIRE)) {
             const char *shared = intern_locked(text);
             char *own = shared ? NULL : strdup(text);
@@ -342,7 +356,7 @@ static void take_dir_layout(struct record *r, const char *abspath)
                 __atomic_store_n(&r->dir_layout, shared ? shared : own, __ATOMIC_RELEASE);
             }
         }
-        pthread_mutex_unlock(&lock);
+        give();
     }
     free(text);
     free(check);
@@ -358,7 +372,7 @@ static void raise_fd_high(int fd)
 static struct record *attach(const char *abspath, int fd, int pin)
 {
     iez_busy++;
-    pthread_mutex_lock(&lock);
+    take();
     init_locked();
     int is_new = 0;
     struct record *r = get_locked(abspath, &is_new);
@@ -372,7 +386,7 @@ static struct record *attach(const char *abspath, int fd, int pin)
             __atomic_store_n(&fds[fd], r, __ATOMIC_RELEASE);
         }
     }
-    pthread_mutex_unlock(&lock);
+    give();
     if (r && is_new) {
         /* outside the lock: file system calls; r stays ours while fd (or the pin) holds it */
         r->lustre = (unsigned char)iez_is_lustre_dir(abspath);
@@ -387,6 +401,16 @@ static struct record *attach(const char *abspath, int fd, int pin)
 static int writes(int flags)
 {
     return (flags & O_ACCMODE) != O_RDONLY || (flags & (O_CREAT | O_TRUNC | O_APPEND));
+}
+
+void iez_trace_stream(int fd, FILE *fp)
+{
+    struct record **table = (struct record **)__atomic_load_n(&iez_fd_records, __ATOMIC_ACQUIRE);
+    struct record *r = table && fd >= 0 && (size_t)fd < nfds ? __atomic_load_n(&table[fd], __ATOMIC_ACQUIRE) : NULL;
+    if (r && fp && iez_is_owner()) {
+        r->stream_fd = fd;
+        __atomic_store_n(&r->stream, fp, __ATOMIC_RELEASE);
+    }
 }
 
 /* The stream of r is no longer on fd (closed, or another file put there). */
@@ -488,11 +512,11 @@ static void size_by_path(struct record *r)
 {
     int saved = errno;
     iez_busy++;
-    pthread_mutex_lock(&lock);
+    take();
     struct stat st;
     if (r->path && stat(r->path, &st) == 0)
         __atomic_store_n(&r->size, (int64_t)st.st_size, __ATOMIC_RELAXED);
-    pthread_mutex_unlock(&lock);
+    give();
     iez_busy--;
     errno = saved;
 }
@@ -568,19 +592,20 @@ int iez_trace_has_records(void)
 /* After a report was written but the process goes on (a failed exec): count afresh. */
 void iez_trace_forget_written(void)
 {
-    pthread_mutex_lock(&lock);
+    take();
     FOR_EACH_RECORD(r) {
         __atomic_store_n(&r->bytes, 0, __ATOMIC_RELAXED);
         r->opened_here = 0;
     }
     finished = 0;
-    pthread_mutex_unlock(&lock);
+    give();
 }
 
 /* A child starts with the parent's open descriptors but none of its bytes. */
 void iez_trace_atfork_child(void)
 {
     pthread_mutex_init(&lock, NULL);
+    holding = 0;
     FOR_EACH_RECORD(r) {
         r->bytes = 0;
         r->opened_here = 0;
@@ -771,25 +796,18 @@ static void spill_locked(void)
     spill_at = live + max_files / 2 > max_files ? live + max_files / 2 : max_files;
 }
 
-/* Takes the lock for at most IEZ_TIMEOUT_MS: at exit, a thread (or a signal
- * handler's interrupted code) may hold it; then the rows are read without it. */
-static int lock_bounded(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    long ms = iez_cfg()->timeout_ms;
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    return pthread_mutex_timedlock(&lock, &ts) == 0;
-}
-
+/* At exit. The lock's holder does bounded work (a record, or early rows written
+ * to the trace directory), so waiting for it ends; the one thread that must
+ * not wait is the holder itself, left by a signal handler that exits: then the
+ * records may be half changed and the trace is not written. */
 int iez_trace_finish(void)
 {
-    int locked = lock_bounded();
+    if (holding) {
+        iez_debug("trace: exit from inside libiez's tracing (a signal handler): the trace is not written");
+        iez_report_trace_done(-1);
+        return -1;
+    }
+    take();
     int rc = -1;
     int fd = iez_report_trace_fd();
     char *buf = malloc(ROWS_BUF);
@@ -810,7 +828,6 @@ int iez_trace_finish(void)
     free(c);
     iez_report_trace_done(rc);
     finished = 1;
-    if (locked)
-        pthread_mutex_unlock(&lock);
+    give();
     return rc;
 }

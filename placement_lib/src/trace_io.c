@@ -33,7 +33,7 @@
 #endif
 
 SLOT(dup); SLOT(dup2); SLOT(dup3); SLOT(fcntl); SLOT(fcntl64); SLOT(close_range); SLOT(closefrom);
-SLOT(freopen); SLOT(freopen64); SLOT(splice);
+SLOT(freopen); SLOT(freopen64); SLOT(fdopen); SLOT(splice);
 SLOT(fputc); SLOT(putc); SLOT(_IO_putc); SLOT(fputc_unlocked); SLOT(putc_unlocked); SLOT(putchar);
 SLOT(putchar_unlocked); SLOT(fputs); SLOT(fputs_unlocked); SLOT(puts); SLOT(fwrite_unlocked); SLOT(putw);
 SLOT(vfprintf); SLOT(vprintf); SLOT(__vfprintf_chk); SLOT(__vprintf_chk); SLOT(vdprintf); SLOT(__vdprintf_chk);
@@ -203,6 +203,15 @@ static FILE *freopen_common(freopen_fn real, const char *path, const char *mode,
 IEZ_EXPORT FILE *freopen(const char *path, const char *mode, FILE *fp)
 {
     return freopen_common(REAL(freopen, freopen_fn), path, mode, fp);
+}
+
+/* fdopen's stream counts through its descriptor already; knowing it sizes a file left open at exit. */
+IEZ_EXPORT FILE *fdopen(int fd, const char *mode)
+{
+    FILE *r = REAL(fdopen, FILE *(*)(int, const char *))(fd, mode);
+    if (r && tracing_table() && !iez_busy && iez_trace_stdio_writes(mode))
+        iez_trace_stream(fd, r);
+    return r;
 }
 
 IEZ_EXPORT FILE *freopen64(const char *path, const char *mode, FILE *fp)

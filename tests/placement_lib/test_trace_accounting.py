@@ -40,7 +40,7 @@ TRACE_FDS = {
     "dup.dat": 600, "dupfd.dat": 60, "dup2_old.dat": 60, "dup2_new.dat": 70, "dup3.dat": 30,
     "dup3_victim.dat": 40, "pipe_over.dat": 5, "close_range.dat": 7, "closefrom.dat": 9, "splice.dat": 300,
     "stdio.dat": 167, "dprintf.dat": 9, "stdout.dat": 17, "freopen_a.dat": 100, "freopen_b.dat": 250,
-    "stdout_freopen.dat": 20,
+    "fdopen_open.dat": 33, "stdout_freopen.dat": 20,
 }
 
 
@@ -87,6 +87,18 @@ def test_copies_and_stdio_count_for_the_right_file(runner, apps, tmp_path, flags
     # the size each process left: at close, or where exit()'s flush of a stream still open takes it
     assert {n: int(r["file_size"]) for n, r in by_name.items()} == TRACE_FDS
     assert_bytes_are_sizes(rows)
+
+
+@pytest.mark.parametrize("how, size", [("exit", 40), ("_exit", 0)])
+def test_a_stream_left_open_is_sized_where_the_process_leaves_it(runner, apps, tmp_path, how, size):
+    """exit() flushes a stream after the trace is written: its size counts the buffered bytes;
+    _exit() drops them: the file stays empty, though the 40 bytes fputs accepted are counted."""
+    work, traces = tmp_path / "work", tmp_path / "traces"
+    cmp = runner.compare([apps("trace_exit"), work, how], None, work, **traced(work, traces))
+    cmp.assert_same()
+    (row,) = read_traces(traces)
+    assert (row["bytes_written"], row["file_size"]) == ("40", str(size))
+    assert (work / "buffered.dat").stat().st_size == size
 
 
 def test_threads_with_copies_streams_and_early_rows(runner, apps, tmp_path):

@@ -23,6 +23,7 @@
  *   stdout.dat       dup2'd onto stdout: printf 8 + vprintf 4 + puts 4 + putchar 1: 17
  *   freopen_a.dat    fprintf 100, then its stream is freopen'd to freopen_b.dat: 100
  *   freopen_b.dat    fprintf 200, freopen(NULL, "a") of the same stream, fputs 50: 250
+ *   fdopen_open.dat  fdopen of its descriptor, fputs 33, left open for exit() to flush: 33
  *   stdout_freopen.dat  freopen(..., "w", stdout), then printf 20 (last: stdout stays there): 20
  *
  * Prints "done" on the real stdout before the last step; exits 1 naming the failing call.
@@ -228,6 +229,11 @@ int main(int argc, char **argv)
     CHECK(fp);
     CHECK(fputs("fifty.............................................", fp) >= 0);
     CHECK(fclose(fp) == 0);
+
+    fd = create("fdopen_open.dat");
+    fp = fdopen(fd, "w");
+    CHECK(fp);
+    CHECK(fputs("thirty-three bytes, left in a buf", fp) >= 0);
 
     printf("done\n");
     CHECK(fflush(stdout) == 0);
