@@ -61,6 +61,7 @@ static size_t max_files;                  /* IEZ_TRACE_MAX_FILES, read on first 
 static size_t spill_at;                   /* live records that start the next early write */
 static unsigned spill_epoch;
 static int finished;                      /* the trace was written at exit: no more early rows */
+static int spill_failed;                  /* early rows were cut short: the trace file is not whole */
 static const char *interned[MAX_INTERNED];
 static size_t ninterned;
 static int exiting;                       /* exit() runs: stdio flushes its buffers after the trace is written */
@@ -231,12 +232,11 @@ static struct record *new_record_locked(void)
 static void release_locked(struct record *r)
 {
     remove_locked(r);
-    free(r->path);
+    free(__atomic_exchange_n(&r->path, NULL, __ATOMIC_ACQ_REL)); /* readers without the lock see NULL first */
     free(__atomic_exchange_n(&r->layout, NULL, __ATOMIC_ACQ_REL));
     const char *dir = __atomic_exchange_n(&r->dir_layout, NULL, __ATOMIC_ACQ_REL);
     if (r->dir_owned)
         free((char *)dir);
-    __atomic_store_n(&r->path, NULL, __ATOMIC_RELEASE);
     r->dir_owned = 0;
     __atomic_store_n(&r->stream, NULL, __ATOMIC_RELEASE);
     r->pinned = 0;
@@ -598,6 +598,7 @@ void iez_trace_forget_written(void)
         r->opened_here = 0;
     }
     finished = 0;
+    spill_failed = 0;
     give();
 }
 
@@ -613,6 +614,7 @@ void iez_trace_atfork_child(void)
         r->closing = 0; /* the threads that held them are not in the child */
     }
     finished = 0;
+    spill_failed = 0;
     exiting = 0;
 }
 
@@ -784,8 +786,10 @@ static void spill_locked(void)
         }
     if (rc == 0 && used && put(fd, buf, used))
         rc = -1;
-    if (fd >= 0)
-        iez_sys_close(fd);
+    if (fd >= 0 && iez_sys_close(fd) != 0)
+        rc = -1;
+    if (rc && fd >= 0)
+        spill_failed = 1; /* a row may be cut: the file is removed at exit rather than read */
     if (rc)
         iez_debug("trace: %zu files' rows could not be written early (IEZ_TRACE_DIR unset or not writable): "
                   "they are not in the trace", dropped);
@@ -823,6 +827,8 @@ int iez_trace_finish(void)
             rc = -1;
     }
     if (fd >= 0 && iez_sys_close(fd) != 0)
+        rc = -1;
+    if (spill_failed)
         rc = -1;
     free(buf);
     free(c);

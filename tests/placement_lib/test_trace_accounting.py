@@ -239,6 +239,24 @@ def test_a_bad_max_files_is_said_and_the_default_kept(runner, tmp_path, value):
     assert len(rows) == 20 and "written early" not in proc.stderr.decode()
 
 
+def test_early_rows_cut_short_leave_no_half_trace(runner, tmp_path):
+    """RLIMIT_FSIZE stops the trace file at 4 KiB while the files are made (they are 2 bytes):
+    the early rows fail part-way; the limit is lifted before exit, where the last rows would
+    fit. The program is unharmed, and no trace with a cut row is left behind."""
+    work, traces = tmp_path / "work", tmp_path / "traces"
+    script = ("import os, resource, signal, sys\n"
+              "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+              "resource.setrlimit(resource.RLIMIT_FSIZE, (4096, resource.RLIM_INFINITY))\n"
+              "for i in range(300): open(os.path.join(sys.argv[1], f'f{i}'), 'w').write('ab')\n"
+              "resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))\n"
+              "print('ok')\n")
+    cmp = runner.compare([sys.executable, "-c", script, work], None, work, cwd=tmp_path,
+                         **traced(work, traces, IEZ_TRACE_MAX_FILES=100))
+    cmp.assert_same()
+    assert cmp.lib.stdout == b"ok\n"
+    assert traces.is_dir() and sorted(p.name for p in traces.iterdir()) == []
+
+
 def test_early_rows_without_a_trace_dir_leave_the_program_alone(runner, tmp_path):
     """No IEZ_TRACE_DIR: nothing is written, early or at exit, and the program is unharmed."""
     work = tmp_path / "work"
