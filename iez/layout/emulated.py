@@ -231,11 +231,16 @@ def unescape_path(raw: bytes) -> str:
     return os.fsdecode(bytes(out))
 
 
+UNDONE = b"-"  # a sidecar line's text when the library undid that path's placement
+
+
 def read_sidecar(log: Path) -> dict[str, Layout | None]:
     """Path → layout from the sidecar log (``{}`` when there is no log).
 
     A path whose last line has a bad layout maps to None: its latest record is
-    unreadable, and an earlier line would be out of date.
+    unreadable, and an earlier line would be out of date. A last line ``-``
+    (the library undid the placement: the application's own call failed) leaves
+    the path out.
     """
     try:
         data = log.read_bytes()
@@ -255,6 +260,9 @@ def read_sidecar(log: Path) -> dict[str, Layout | None]:
                 raise ValueError(f"path {path!r} is not absolute")
         except ValueError as err:
             warnings.warn(LayoutWarning(f"{where}: {err}; line skipped"), stacklevel=2)
+            continue
+        if attr == UNDONE:
+            entries.pop(path, None)  # the library removed the file it had placed: no layout known
             continue
         try:
             entries[path] = parse_attr(attr, where)

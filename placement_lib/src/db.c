@@ -1,18 +1,33 @@
 /* The lookup: one connection per process, behind one mutex, opened on the
  * first create. Any failure (no DB, corrupt, locked past the time-out, server
  * down) disables lookups for the rest of the process: a job that cannot reach
- * the DB must not pay the time-out on each of its files. */
+ * the DB must not pay the time-out on each of its files. Waiting for the
+ * mutex counts against the create's own deadline, and a wait that runs out
+ * fails that create only.
+ *
+ * Where a DB client cannot run safely, there is no direct lookup (an error,
+ * the plain call; a layout map still answers): in a vfork() child (it shares
+ * the parent's memory, so the parent's connection state), and in the child of
+ * a fork() taken while other threads ran (one of them may have held a lock of
+ * SQLite's, of the resolver's or of the connector's, which the child would
+ * wait for forever). */
 #include "iez.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 
 static pthread_mutex_t db_lock = PTHREAD_MUTEX_INITIALIZER;
 static const struct iez_backend *backend;
 static void *conn;
 static int disabled;
+static const char *off_why; /* why a fork child makes no direct lookup, NULL when it may */
+static int fork_locked;     /* the fork handler holds db_lock */
+static int fork_threads;    /* threads of the forking process, -1 unknown */
 
 static int hexval(char c)
 {
@@ -132,7 +147,25 @@ int iez_db_is_mysql(const char *db)
     return !strncmp(rest, "://", 3);
 }
 
+static int lock_until(double deadline)
+{
+    double left = deadline - iez_mono();
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    if (left < 0)
+        left = 0;
+    long long ns = (long long)ts.tv_nsec + (long long)(left * 1e9);
+    ts.tv_sec += (time_t)(ns / 1000000000LL);
+    ts.tv_nsec = (long)(ns % 1000000000LL);
+    return pthread_mutex_clocklock(&db_lock, CLOCK_MONOTONIC, &ts);
+}
+
 int iez_db_lookup(const char *abspath, struct iez_alloc *out)
+{
+    return iez_db_lookup_until(abspath, out, iez_mono() + iez_cfg()->timeout_ms / 1000.0);
+}
+
+int iez_db_lookup_until(const char *abspath, struct iez_alloc *out, double deadline)
 {
     const struct iez_config *c = iez_cfg();
     int from_map = iez_map_lookup(abspath, out); /* IEZ_MAP first: no lock, no allocation (map.c) */
@@ -140,18 +173,43 @@ int iez_db_lookup(const char *abspath, struct iez_alloc *out)
         return from_map;
     if (__atomic_load_n(&disabled, __ATOMIC_RELAXED))
         return IEZ_LOOKUP_ERROR;
+    if (!iez_is_owner()) {
+        /* a vfork() child: the parent's memory, the parent's connection, another descriptor table */
+        iez_debug("no DB lookup of %s in a vfork() child (a layout map would answer)", abspath);
+        return IEZ_LOOKUP_ERROR;
+    }
+    if (lock_until(deadline) != 0) {
+        iez_debug("lookup of %s: other threads' lookups took the create's IEZ_TIMEOUT_MS", abspath);
+        return IEZ_LOOKUP_ERROR; /* this create only: the DB itself answers */
+    }
     int rc = IEZ_LOOKUP_ERROR;
-    pthread_mutex_lock(&db_lock);
-    /* The time-out bounds this lookup, not the wait behind other threads' lookups. */
-    double deadline = iez_now() + c->timeout_ms / 1000.0;
+    iez_hide_fds++;
     if (disabled)
         goto out;
+    if (off_why) {
+        iez_debug("no DB lookups in this process: %s (a layout map would answer)", off_why);
+        disabled = 1;
+        goto out;
+    }
     if (!backend)
         backend = choose(c);
     if (!backend->connect) {
         iez_debug("IEZ_DB=%s needs the %s backend, which this libiez was built without", c->db, backend->name);
         disabled = 1;
         goto out;
+    }
+    if (conn && !iez_fds_intact()) {
+        /* the application closed or replaced a descriptor of the connection (close_range, dup2):
+         * forgotten without a call on it, so nothing touches what is now the application's */
+        conn = NULL;
+        iez_fd_forget_all();
+        if (backend == &iez_sqlite_backend) {
+            /* SQLite keeps per-file state for the whole process (locks, the WAL index and their
+             * descriptors): a new connection to the same file would use the lost ones */
+            iez_debug("the SQLite connection lost its descriptors: lookups are off for this process");
+            disabled = 1;
+            goto out;
+        }
     }
     if (!conn) {
         conn = backend->connect(c, deadline);
@@ -162,7 +220,7 @@ int iez_db_lookup(const char *abspath, struct iez_alloc *out)
         }
     }
     rc = backend->lookup(conn, abspath, out, deadline);
-    if (rc == IEZ_LOOKUP_ERROR && backend == &iez_mariadb_backend && iez_now() < deadline) {
+    if (rc == IEZ_LOOKUP_ERROR && backend == &iez_mariadb_backend && iez_mono() < deadline) {
         /* The server may have restarted since the last lookup: one new connection, same deadline. */
         backend->abandon(conn);
         conn = backend->connect(c, deadline);
@@ -174,19 +232,79 @@ int iez_db_lookup(const char *abspath, struct iez_alloc *out)
         disabled = 1;
     }
 out:
+    iez_hide_fds--;
     pthread_mutex_unlock(&db_lock);
     return rc;
 }
 
+int iez_db_release_for_emfile(void)
+{
+    if (!__atomic_load_n(&conn, __ATOMIC_RELAXED) || !iez_is_owner())
+        return 0;
+    int saved = errno, released = 0;
+    if (lock_until(iez_mono() + iez_cfg()->timeout_ms / 1000.0) != 0)
+        return 0;
+    if (conn && iez_fds_in_range() && iez_fds_intact()) {
+        iez_hide_fds++;
+        backend->close(conn);
+        iez_hide_fds--;
+        conn = NULL;
+        iez_fd_forget_all();
+        disabled = 1;
+        released = 1;
+        iez_debug("the application ran out of descriptors: the DB connection gave its own back, lookups are off");
+    }
+    pthread_mutex_unlock(&db_lock);
+    errno = saved;
+    return released;
+}
+
+/* Threads of this process (/proc/self/task has one entry per thread, plus . and ..); -1 unknown. */
+static int count_threads(void)
+{
+    struct stat st;
+    if (stat("/proc/self/task", &st) != 0 || st.st_nlink < 3)
+        return -1;
+    return (int)st.st_nlink - 2;
+}
+
 /* fork(): the child must not share the parent's DB connection (SQLite forbids
  * it; a MariaDB socket would carry both processes' queries), so it forgets it
- * and opens its own on its next create. */
-void iez_db_atfork_prepare(void) { pthread_mutex_lock(&db_lock); }
-void iez_db_atfork_parent(void) { pthread_mutex_unlock(&db_lock); }
+ * and opens its own on its next create - if that is safe (see the top). The
+ * handler waits for a lookup in progress no longer than IEZ_TIMEOUT_MS. */
+void iez_db_atfork_prepare(void)
+{
+    const struct iez_config *c = iez_cfg();
+    fork_threads = 1;
+    fork_locked = 0;
+    if (c->mode != IEZ_MODE_PLACE || __atomic_load_n(&disabled, __ATOMIC_RELAXED))
+        return; /* no direct lookup to protect */
+    fork_threads = count_threads();
+    fork_locked = lock_until(iez_mono() + c->timeout_ms / 1000.0) == 0;
+}
+
+void iez_db_atfork_parent(void)
+{
+    if (fork_locked)
+        pthread_mutex_unlock(&db_lock);
+}
+
 void iez_db_atfork_child(void)
 {
-    if (conn && backend && backend->abandon)
-        backend->abandon(conn);
+    if (iez_cfg()->mode != IEZ_MODE_PLACE || disabled)
+        return;
+    if (fork_locked) {
+        if (conn && backend && backend->abandon)
+            backend->abandon(conn);
+        pthread_mutex_unlock(&db_lock);
+    } else {
+        /* held by a thread that does not exist here, mid-lookup: nothing behind it can be trusted */
+        pthread_mutex_init(&db_lock, NULL);
+        off_why = "forked while another thread was looking up";
+    }
     conn = NULL;
-    pthread_mutex_unlock(&db_lock);
+    iez_fd_forget_all();
+    if (!off_why && fork_threads != 1)
+        off_why = fork_threads < 0 ? "forked by a process whose threads cannot be counted (no /proc)"
+                                   : "forked while other threads ran (SQLite's or the resolver's locks may be held)";
 }

@@ -1,11 +1,14 @@
-/* SQLite backend: a read-only connection that never creates the file, with
- * the busy time-out and a progress handler bounding each lookup. */
+/* SQLite backend: a read-only connection that never creates the file, with a
+ * busy handler and a progress handler holding each lookup to the create's
+ * deadline. Its files are opened through libiez's open interposer while
+ * iez_hide_fds is set, so they land above the application's range (fds.c). */
 #include "iez.h"
 
 #ifdef IEZ_HAVE_SQLITE
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 struct sqlite_conn {
     sqlite3 *db;
@@ -15,7 +18,21 @@ struct sqlite_conn {
 
 static int past_deadline(void *arg)
 {
-    return iez_now() > ((struct sqlite_conn *)arg)->deadline;
+    return iez_mono() > ((struct sqlite_conn *)arg)->deadline;
+}
+
+/* Another process holds a lock: wait a little, never past the deadline (0 gives up: SQLITE_BUSY). */
+static int busy(void *arg, int tries)
+{
+    double left = ((struct sqlite_conn *)arg)->deadline - iez_mono();
+    if (left <= 0)
+        return 0;
+    double step = tries < 4 ? 0.001 : 0.005;
+    if (step > left)
+        step = left;
+    struct timespec ts = { 0, (long)(step * 1e9) };
+    nanosleep(&ts, NULL);
+    return 1;
 }
 
 static void *sqlite_connect(const struct iez_config *cfg, double deadline)
@@ -27,7 +44,7 @@ static void *sqlite_connect(const struct iez_config *cfg, double deadline)
     iez_busy++;
     int rc = sqlite3_open_v2(cfg->db_file, &c->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL);
     if (rc == SQLITE_OK) {
-        sqlite3_busy_timeout(c->db, cfg->timeout_ms);
+        sqlite3_busy_handler(c->db, busy, c);
         sqlite3_progress_handler(c->db, 200, past_deadline, c);
         rc = sqlite3_prepare_v2(c->db,
                                 IEZ_PLACEMENTS_QUERY "?1 LIMIT 1",
@@ -78,7 +95,18 @@ static void sqlite_abandon(void *arg)
     (void)arg; /* a connection must not cross fork(): leak it, never close it in the child */
 }
 
-const struct iez_backend iez_sqlite_backend = { "sqlite", sqlite_connect, sqlite_lookup, sqlite_abandon };
+static void sqlite_close(void *arg)
+{
+    struct sqlite_conn *c = arg;
+    iez_busy++;
+    sqlite3_finalize(c->stmt);
+    sqlite3_close_v2(c->db);
+    iez_busy--;
+    free(c);
+}
+
+const struct iez_backend iez_sqlite_backend = { "sqlite", sqlite_connect, sqlite_lookup, sqlite_abandon,
+                                                sqlite_close };
 #else
-const struct iez_backend iez_sqlite_backend = { "sqlite", 0, 0, 0 };
+const struct iez_backend iez_sqlite_backend = { "sqlite", 0, 0, 0, 0 };
 #endif

@@ -72,6 +72,22 @@ int iez_sys_openat(int dirfd, const char *path, int flags, unsigned mode);
 int iez_sys_close(int fd);
 ssize_t iez_sys_write(int fd, const void *buf, size_t n);
 
+/* ---- never-break helpers (scratch.c, fds.c; README "Signals, fork and descriptors") -- */
+/* Per-thread scratch memory, last in first out: the create path never calls malloc. NULL when full. */
+void *iez_tmp_alloc(size_t n);
+void iez_tmp_free(void *p); /* gives back p and everything handed out after it */
+/* Set while the DB clients run: the descriptors they open are moved above the application's range. */
+extern IEZ_TLS int iez_hide_fds;
+int iez_fd_hide(int fd);    /* the descriptor that replaces fd (close-on-exec, recorded) */
+void iez_fd_forget(int fd); /* the DB client closed it */
+void iez_fd_forget_all(void);
+int iez_fds_intact(void);   /* 0 when one was closed or now names another file */
+int iez_fds_in_range(void); /* 1 when one sits below the soft RLIMIT_NOFILE (it could not be raised) */
+/* The application's open failed with EMFILE while the DB connection holds descriptors in its
+ * range: the connection is closed and lookups are off; 1 when the call is worth repeating. */
+int iez_db_release_for_emfile(void);
+double iez_mono(void);      /* CLOCK_MONOTONIC seconds: every deadline */
+
 /* ---- paths (path.c) ---------------------------------------------------- */
 /* Absolute, lexically normalised path of (dirfd, path); 0 on success. */
 int iez_abspath(int dirfd, const char *path, char *out, size_t outlen);
@@ -158,6 +174,8 @@ struct iez_alloc {
 };
 enum { IEZ_LOOKUP_ERROR = -1, IEZ_LOOKUP_MISSING = 0, IEZ_LOOKUP_FOUND = 1 };
 int iez_db_lookup(const char *abspath, struct iez_alloc *out);
+/* The same, for a create that must be done by deadline (iez_mono): waiting for other threads' lookups included. */
+int iez_db_lookup_until(const char *abspath, struct iez_alloc *out, double deadline);
 /* Fills out from a row's columns (NULL for SQL NULL); FOUND or ERROR (malformed, says why). */
 int iez_db_row(const char *abspath, long long stripe_size, int stripe_count, const char *osts, const char *layout,
                const char *default_layout, struct iez_alloc *out);
@@ -192,6 +210,7 @@ struct iez_backend {
     void *(*connect)(const struct iez_config *cfg, double deadline);
     int (*lookup)(void *conn, const char *abspath, struct iez_alloc *out, double deadline);
     void (*abandon)(void *conn); /* child after fork: forget without closing */
+    void (*close)(void *conn);   /* its descriptors are intact and libiez's own: give them back */
 };
 extern const struct iez_backend iez_sqlite_backend;
 extern const struct iez_backend iez_mariadb_backend;
@@ -199,6 +218,7 @@ extern const struct iez_backend iez_mariadb_backend;
 /* ---- placement (place.c) ----------------------------------------------- */
 struct iez_created {
     int created;
+    int sidecar;                  /* its layout went to the sidecar log: an undo says so there too */
     dev_t dev;
     ino_t ino;
 };

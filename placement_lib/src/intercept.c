@@ -14,7 +14,7 @@
 SLOT(open); SLOT(open64); SLOT(openat); SLOT(openat64); SLOT(__open_2); SLOT(__open64_2);
 SLOT(__openat_2); SLOT(__openat64_2); SLOT(fopen); SLOT(fopen64); SLOT(close); SLOT(fclose);
 SLOT(write); SLOT(pwrite); SLOT(pwrite64); SLOT(writev); SLOT(pwritev); SLOT(pwritev64); SLOT(pwritev2);
-SLOT(fwrite); SLOT(copy_file_range); SLOT(sendfile); SLOT(sendfile64); SLOT(_exit); SLOT(_Exit);
+SLOT(fwrite); SLOT(copy_file_range); SLOT(sendfile); SLOT(sendfile64); SLOT(_exit); SLOT(_Exit); SLOT(socket);
 
 typedef FILE *(*fopen_fn)(const char *, const char *);
 typedef int (*open2_fn)(const char *, int);
@@ -47,15 +47,19 @@ static int call_open(enum which w, int dirfd, const char *path, int flags, unsig
     return (int)syscall(SYS_openat, w == W_OPEN || w == W_OPEN64 ? AT_FDCWD : dirfd, path, flags, mode);
 }
 
+/* O_PATH ignores O_CREAT (the kernel creates nothing and fails on a missing file): never placed. */
 static inline int creates(int flags)
 {
-    return (flags & O_CREAT) && (flags & O_TMPFILE) != O_TMPFILE;
+    return (flags & O_CREAT) && !(flags & O_PATH) && (flags & O_TMPFILE) != O_TMPFILE;
 }
 
 static int open_common(enum which w, int dirfd, const char *path, int flags, unsigned mode)
 {
-    if (iez_busy)
-        return call_open(w, dirfd, path, flags, mode);
+    if (iez_busy) {
+        int fd = call_open(w, dirfd, path, flags, mode);
+        /* a file the DB client keeps open (SQLite's): above the application's range (fds.c) */
+        return iez_hide_fds && fd >= 0 ? iez_fd_hide(fd) : fd;
+    }
     const struct iez_config *cfg = iez_cfg();
     if (cfg->mode == IEZ_MODE_OFF)
         return call_open(w, dirfd, path, flags, mode);
@@ -67,7 +71,9 @@ static int open_common(enum which w, int dirfd, const char *path, int flags, uns
         iez_place_undo(w == W_OPEN || w == W_OPEN64 ? AT_FDCWD : dirfd, path, &c);
         fd = call_open(w, dirfd, path, flags, mode);
     }
-    if (fd >= 0 && cfg->mode == IEZ_MODE_TRACE)
+    if (fd < 0 && errno == EMFILE && cfg->mode == IEZ_MODE_PLACE && iez_db_release_for_emfile())
+        fd = call_open(w, dirfd, path, flags, mode); /* the numbers libiez held are the application's again */
+    if (fd >= 0 && cfg->mode == IEZ_MODE_TRACE && !(flags & O_PATH))
         iez_trace_opened(w == W_OPEN || w == W_OPEN64 ? AT_FDCWD : dirfd, path, fd, flags);
     return fd;
 }
@@ -186,6 +192,8 @@ static FILE *fopen_common(fopen_fn real, const char *path, const char *mode)
         iez_place_undo(AT_FDCWD, path, &c);
         fp = real(path, mode);
     }
+    if (!fp && errno == EMFILE && cfg->mode == IEZ_MODE_PLACE && iez_db_release_for_emfile())
+        fp = real(path, mode);
     if (fp && cfg->mode == IEZ_MODE_TRACE)
         iez_trace_opened_file(path, fp, mode);
     return fp;
@@ -289,6 +297,8 @@ IEZ_EXPORT size_t fwrite(const void *buf, size_t size, size_t n, FILE *fp)
 
 IEZ_EXPORT int close(int fd)
 {
+    if (iez_hide_fds)
+        iez_fd_forget(fd); /* the DB client closes one of its own */
     if (TRACING())
         iez_trace_closing(fd);
     return REAL(close, int (*)(int))(fd);
@@ -308,6 +318,13 @@ IEZ_EXPORT int fclose(FILE *fp)
     if (rec)
         iez_trace_size_by_path(rec); /* after the flush fclose does */
     return r;
+}
+
+/* The MariaDB client's socket: above the application's range like SQLite's files (fds.c). */
+IEZ_EXPORT int socket(int domain, int type, int protocol)
+{
+    int fd = REAL(socket, int (*)(int, int, int))(domain, type, protocol);
+    return iez_hide_fds && iez_busy && fd >= 0 ? iez_fd_hide(fd) : fd;
 }
 
 /* ---- process life --------------------------------------------------------- */
@@ -347,6 +364,10 @@ __attribute__((constructor)) static void iez_init(void)
     iez_owner_pid = getpid();
     iez_cfg();
     pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+    /* the async-signal-safe calls' real symbols now: dlsym in a signal handler could wait for the loader's lock */
+    (void)REAL(open, iez_open_fn); (void)REAL(open64, iez_open_fn);
+    (void)REAL(openat, iez_openat_fn); (void)REAL(openat64, iez_openat_fn);
+    (void)REAL(close, int (*)(int)); (void)REAL(write, ssize_t (*)(int, const void *, size_t));
 }
 
 __attribute__((destructor)) static void iez_fini(void)

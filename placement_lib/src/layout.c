@@ -228,7 +228,7 @@ static int has_duplicate(const uint32_t *osts, int n)
                     return 1;
         return 0;
     }
-    uint32_t *copy = malloc((size_t)n * sizeof *copy);
+    uint32_t *copy = iez_tmp_alloc((size_t)n * sizeof *copy); /* no malloc on the create path (scratch.c) */
     if (!copy)
         return 1; /* cannot tell: refuse rather than apply something Lustre may reject */
     memcpy(copy, osts, (size_t)n * sizeof *copy);
@@ -236,7 +236,7 @@ static int has_duplicate(const uint32_t *osts, int n)
     int dup = 0;
     for (int i = 1; i < n && !dup; i++)
         dup = copy[i] == copy[i - 1];
-    free(copy);
+    iez_tmp_free(copy);
     return dup;
 }
 
@@ -449,7 +449,7 @@ static int emulated_default(const char *dir, struct iez_layout *l)
         return errno == ENODATA || errno == ENOTSUP ? 1 : -1;
     if (size > (1 << 20))
         return -2;
-    char *text = malloc((size_t)size + 1);
+    char *text = iez_tmp_alloc((size_t)size + 1);
     if (!text)
         return -1;
     ssize_t got = getxattr(dir, name, text, (size_t)size);
@@ -458,7 +458,7 @@ static int emulated_default(const char *dir, struct iez_layout *l)
         rc = errno == ENODATA ? 1 : -1; /* removed meanwhile; ERANGE: grown meanwhile, cannot tell */
     else
         rc = iez_layout_parse(text, (size_t)got, l) == 0 ? 0 : -2;
-    free(text);
+    iez_tmp_free(text);
     return rc;
 }
 
@@ -469,7 +469,7 @@ int iez_dir_default_template(const char *abspath, int lustre, char *out, size_t 
         errno = ENAMETOOLONG;
         return -1;
     }
-    struct iez_layout *l = malloc(sizeof *l);
+    struct iez_layout *l = iez_tmp_alloc(sizeof *l);
     if (!l) {
         errno = ENOMEM;
         return -1;
@@ -496,7 +496,7 @@ int iez_dir_default_template(const char *abspath, int lustre, char *out, size_t 
     } else if (rc == 0 && iez_layout_template(l, out, outlen) < 0) {
         rc = -2;
     }
-    free(l);
+    iez_tmp_free(l);
     return rc;
 }
 
@@ -549,7 +549,7 @@ int iez_sidecar_append(const char *attr_text, const char *abspath)
         return -1;
     snprintf(file, sizeof file, "%s/layouts.log", c->state_dir);
     size_t cap = strlen(attr_text) + 2 * strlen(abspath) + 3; /* heap: threads may have small stacks */
-    char *line = malloc(cap);
+    char *line = iez_tmp_alloc(cap);
     if (!line)
         return -1;
     size_t n = strlen(attr_text);
@@ -567,6 +567,6 @@ int iez_sidecar_append(const char *attr_text, const char *abspath)
             rc = w == (ssize_t)n ? 0 : -1;
         }
     }
-    free(line);
+    iez_tmp_free(line);
     return rc;
 }

@@ -166,7 +166,7 @@ int iez_lustre_setstripe(int fd, const struct iez_layout *l)
         errno = EINVAL;
         return -1;
     }
-    void *buf = malloc((size_t)len);
+    void *buf = iez_tmp_alloc((size_t)len); /* no malloc on the create path (scratch.c) */
     if (!buf) {
         errno = ENOMEM;
         return -1;
@@ -176,7 +176,7 @@ int iez_lustre_setstripe(int fd, const struct iez_layout *l)
         rc = ioctl(fd, IEZ_LL_IOC_LOV_SETSTRIPE, buf);
     else
         errno = EINVAL;
-    free(buf);
+    iez_tmp_free(buf);
     return rc;
 }
 
@@ -329,11 +329,12 @@ int iez_lustre_getlayout(int fd, struct iez_layout *l, int with_osts)
 {
     /* The kernel reads the magic and the room we left (in stripes) before it writes. */
     size_t len = 65536;
-    unsigned char *buf = calloc(1, len);
+    unsigned char *buf = iez_tmp_alloc(len); /* no malloc on the create path (scratch.c) */
     if (!buf) {
         errno = ENOMEM;
         return -1;
     }
+    memset(buf, 0, len);
     struct iez_lov_user_md_v3 lum;
     memset(&lum, 0, sizeof lum);
     lum.lmm_magic = IEZ_LOV_USER_MAGIC_V3;
@@ -343,7 +344,7 @@ int iez_lustre_getlayout(int fd, struct iez_layout *l, int with_osts)
     if (rc == 0 && iez_lustre_parse_lum(buf, len, l, with_osts) != 0)
         rc = -2;
     int err = errno;
-    free(buf);
+    iez_tmp_free(buf);
     errno = err;
     return rc;
 }

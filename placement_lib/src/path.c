@@ -1,11 +1,14 @@
 /* Absolute paths for the lookup. The DB holds the paths the learning phase
- * saw, made absolute the same lexical way, so symbolic links are not resolved
- * (the file does not exist yet, and its directory may be a link the trace saw
- * under the same name). */
+ * saw, made absolute the same way, so symbolic links are not resolved (the
+ * file does not exist yet, and its directory may be a link the trace saw
+ * under the same name) - except before "..", where the kernel itself goes to
+ * the parent of the link's target. */
 #include "iez.h"
 
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 int iez_has_prefix(const char *path, const char *prefix)
@@ -51,35 +54,112 @@ void iez_normalise(char *path)
     path[len] = '\0';
 }
 
+/* Whether path has a ".." component. */
+static int has_dotdot(const char *path)
+{
+    for (const char *p = path; (p = strstr(p, "..")) != NULL; p += 2)
+        if ((p == path || p[-1] == '/') && (p[2] == '/' || p[2] == '\0'))
+            return 1;
+    return 0;
+}
+
+/* The kernel's name for the directory dir (every link in it followed), into out (may be dir). */
+static int kernel_dir_name(const char *dir, char *out, size_t outlen)
+{
+    int fd = iez_sys_open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    char link[40];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(link, out, outlen - 1);
+    iez_sys_close(fd);
+    if (n <= 0 || (size_t)n >= outlen - 1 || out[0] != '/')
+        return -1;
+    out[n] = '\0';
+    return 0;
+}
+
+/* Folds ".", ".." and "//" of the absolute path in out the way the kernel walks it: ".."
+ * after a symbolic link is the parent of the link's target, not of the link's name
+ * ("dir-link/../f" is the f beside what dir-link points to). Other links stay as written. */
+static int fold_like_the_kernel(char *out, size_t outlen)
+{
+    size_t total = strlen(out) + 1;
+    char *raw = iez_tmp_alloc(total);
+    if (!raw)
+        return -1;
+    memcpy(raw, out, total);
+    size_t len = 0; /* out[0, len) is the result so far; 0 is the root */
+    int rc = 0;
+    for (const char *in = raw; *in && rc == 0;) {
+        while (*in == '/')
+            in++;
+        if (!*in)
+            break;
+        const char *end = strchr(in, '/');
+        size_t n = end ? (size_t)(end - in) : strlen(in);
+        if (n == 1 && in[0] == '.') {
+            /* nothing */
+        } else if (n == 2 && in[0] == '.' && in[1] == '.') {
+            struct stat st;
+            out[len] = '\0';
+            if (len > 0 && lstat(out, &st) == 0 && S_ISLNK(st.st_mode)) {
+                if (kernel_dir_name(out, out, outlen) != 0) {
+                    rc = -1;
+                    break;
+                }
+                len = strcmp(out, "/") == 0 ? 0 : strlen(out);
+            }
+            while (len > 0 && out[len - 1] != '/')
+                len--;
+            if (len > 0)
+                len--;
+        } else {
+            if (len + 1 + n >= outlen) {
+                rc = -1;
+                break;
+            }
+            out[len++] = '/';
+            memcpy(out + len, in, n);
+            len += n;
+        }
+        in += n;
+    }
+    if (len == 0)
+        out[len++] = '/';
+    out[len] = '\0';
+    iez_tmp_free(raw);
+    return rc;
+}
+
 int iez_abspath(int dirfd, const char *path, char *out, size_t outlen)
 {
     if (!path || !*path || outlen < 2)
         return -1;
-    size_t plen = strlen(path);
-    if (path[0] == '/') {
-        if (plen >= outlen)
-            return -1;
-        memcpy(out, path, plen + 1);
-    } else {
-        char base[IEZ_PATH_MAX];
+    size_t plen = strlen(path), blen = 0;
+    if (path[0] != '/') {
+        /* the base straight into out: this runs on the create path, maybe on a small signal stack */
         if (dirfd == AT_FDCWD) {
-            if (!getcwd(base, sizeof base))
+            if (!getcwd(out, outlen))
                 return -1;
         } else {
-            char link[64];
+            char link[40];
             snprintf(link, sizeof link, "/proc/self/fd/%d", dirfd);
-            ssize_t n = readlink(link, base, sizeof base - 1);
-            if (n <= 0 || base[0] != '/')
+            ssize_t n = readlink(link, out, outlen - 1);
+            if (n <= 0 || out[0] != '/')
                 return -1;
-            base[n] = '\0';
+            out[n] = '\0';
         }
-        size_t blen = strlen(base);
+        blen = strlen(out);
         if (blen + 1 + plen >= outlen)
             return -1;
-        memcpy(out, base, blen);
-        out[blen] = '/';
-        memcpy(out + blen + 1, path, plen + 1);
+        out[blen++] = '/';
+    } else if (plen >= outlen) {
+        return -1;
     }
+    memcpy(out + blen, path, plen + 1);
+    if (has_dotdot(out + blen))
+        return fold_like_the_kernel(out, outlen);
     iez_normalise(out);
     return 0;
 }

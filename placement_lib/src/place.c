@@ -22,14 +22,15 @@ static void remove_created(int dirfd, const char *path, dev_t dev, ino_t ino)
         unlinkat(dirfd, path, 0);
 }
 
-static int apply_emulated(int fd, const struct iez_layout *l, const char *abspath)
+/* 0 when stored (*sidecar 1 when in the sidecar log), -1 when not. */
+static int apply_emulated(int fd, const struct iez_layout *l, const char *abspath, int *sidecar)
 {
-    size_t len = iez_layout_text_cap(l); /* heap: threads may have small stacks */
-    char *text = malloc(len);
+    size_t len = iez_layout_text_cap(l); /* scratch, not the stack: a signal stack is small */
+    char *text = iez_tmp_alloc(len);
     int rc = -1;
     int n = text ? iez_layout_format(l, text, len) : -1;
     if (n < 0) {
-        free(text);
+        iez_tmp_free(text);
         return -1;
     }
     if (fsetxattr(fd, iez_cfg()->xattr_name, text, (size_t)n, 0) == 0) {
@@ -38,8 +39,9 @@ static int apply_emulated(int fd, const struct iez_layout *l, const char *abspat
         iez_debug("attribute %s refused on %s (%s): using the sidecar log", iez_cfg()->xattr_name, abspath,
                   strerror(errno));
         rc = iez_sidecar_append(text, abspath);
+        *sidecar = rc == 0;
     }
-    free(text);
+    iez_tmp_free(text);
     return rc;
 }
 
@@ -49,7 +51,7 @@ static int default_unchanged(const struct iez_alloc *a, const char *abspath, int
 {
     if (!a->has_default)
         return 1; /* learnt without looking: nothing to compare */
-    char *current = malloc(IEZ_TEMPLATE_MAX);
+    char *current = iez_tmp_alloc(IEZ_TEMPLATE_MAX);
     if (!current)
         return -1;
     int rc = iez_dir_default_template(abspath, lustre, current, IEZ_TEMPLATE_MAX);
@@ -66,40 +68,45 @@ static int default_unchanged(const struct iez_alloc *a, const char *abspath, int
             iez_debug("the directory of %s has default '%.300s', learnt '%.300s'", abspath, current,
                       a->default_layout);
     }
-    free(current);
+    iez_tmp_free(current);
     return same;
 }
 
+/* Whether a create can be placed at all here. Nothing on this path calls malloc: a signal
+ * handler may create while its thread is inside malloc (README "Signals, fork and descriptors"). */
 void iez_place_before(int dirfd, const char *path, unsigned mode, struct iez_created *c)
 {
-    c->created = 0;
+    c->created = c->sidecar = 0;
     const struct iez_config *cfg = iez_cfg();
     if (cfg->mode != IEZ_MODE_PLACE || iez_busy || iez_decided || !path)
         return;
     int saved = errno;
     iez_busy++;
-    char abspath[IEZ_PATH_MAX];
+    /* IEZ_TIMEOUT_MS bounds the whole create: waiting for other threads' lookups included */
+    double deadline = iez_mono() + cfg->timeout_ms / 1000.0;
     struct stat st;
-    struct iez_alloc *a = NULL;
-    if (iez_abspath(dirfd, path, abspath, sizeof abspath) != 0 || !iez_path_considered(abspath))
-        goto out;
+    /* The kernel reads the path first: an invalid pointer is EFAULT here (and in the plain
+     * call), never a crash in libiez; only then is the string read. */
     if (fstatat(dirfd, path, &st, 0) == 0 || errno != ENOENT)
         goto out; /* exists (or cannot tell): only new files are placed */
-    a = malloc(sizeof *a);
+    char *abspath = iez_tmp_alloc(IEZ_PATH_MAX);
+    struct iez_alloc *a = abspath ? iez_tmp_alloc(sizeof *a) : NULL;
+    if (!abspath || iez_abspath(dirfd, path, abspath, IEZ_PATH_MAX) != 0 || !iez_path_considered(abspath))
+        goto release;
     if (!a) {
         iez_count_error();
-        goto out;
+        goto release;
     }
     const struct iez_layout *l = &a->layout;
-    int found = iez_db_lookup(abspath, a);
+    int found = iez_db_lookup_until(abspath, a, deadline);
     if (found == IEZ_LOOKUP_MISSING) {
         iez_count_miss();
         iez_debug("no allocation for %s", abspath);
-        goto out;
+        goto release;
     }
     if (found != IEZ_LOOKUP_FOUND) {
         iez_count_error();
-        goto out;
+        goto release;
     }
     int lustre = iez_is_lustre_dir(abspath);
     int unchanged = default_unchanged(a, abspath, lustre);
@@ -111,7 +118,7 @@ void iez_place_before(int dirfd, const char *path, unsigned mode, struct iez_cre
         } else {
             iez_count_error();
         }
-        goto out;
+        goto release;
     }
     int flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | (lustre ? IEZ_O_LOV_DELAY_CREATE : 0);
     int fd = iez_sys_openat(dirfd, path, flags, mode & 07777);
@@ -120,20 +127,22 @@ void iez_place_before(int dirfd, const char *path, unsigned mode, struct iez_cre
         if (errno != EEXIST)
             iez_count_error();
         iez_debug("cannot create %s for placement: %s", abspath, strerror(errno));
-        goto out;
+        goto release;
     }
+    int sidecar = 0;
     int rc = fstat(fd, &st);
     if (rc == 0)
-        rc = lustre ? iez_lustre_setstripe(fd, l) : apply_emulated(fd, l, abspath);
+        rc = lustre ? iez_lustre_setstripe(fd, l) : apply_emulated(fd, l, abspath, &sidecar);
     int err = errno;
     iez_sys_close(fd);
     if (rc != 0) {
         iez_debug("cannot apply the layout of %s (%s): plain call", abspath, strerror(err));
         unlinkat(dirfd, path, 0);
         iez_count_error();
-        goto out;
+        goto release;
     }
     c->created = 1;
+    c->sidecar = sidecar;
     c->dev = st.st_dev;
     c->ino = st.st_ino;
     iez_count_hit();
@@ -143,8 +152,9 @@ void iez_place_before(int dirfd, const char *path, unsigned mode, struct iez_cre
     else
         iez_debug("placed %s: stripe_size %llu over %d OSTs (%s)", abspath, (unsigned long long)l->stripe_size,
                   l->stripe_count, lustre ? "lustre" : "emulated");
+release:
+    iez_tmp_free(abspath);
 out:
-    free(a);
     iez_busy--;
     errno = saved;
 }
@@ -154,7 +164,16 @@ void iez_place_undo(int dirfd, const char *path, const struct iez_created *c)
     if (!c->created)
         return;
     int saved = errno;
+    iez_busy++;
     remove_created(dirfd, path, c->dev, c->ino);
+    if (c->sidecar) {
+        /* the sidecar log must not keep a layout the file never got: "-" undoes the path's line */
+        char *abspath = iez_tmp_alloc(IEZ_PATH_MAX);
+        if (abspath && iez_abspath(dirfd, path, abspath, IEZ_PATH_MAX) == 0)
+            iez_sidecar_append("-", abspath);
+        iez_tmp_free(abspath);
+    }
+    iez_busy--;
     iez_debug("the application's own call failed after placement: file removed, plain call repeated");
     errno = saved;
 }

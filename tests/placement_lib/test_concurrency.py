@@ -103,11 +103,13 @@ def test_creates_before_exec_are_counted(how, shared_db, runner, state_dir, tmp_
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_waiting_for_other_threads_lookups_is_not_a_db_time_out(backend, shared_db, runner, state_dir, apps,
                                                                  tmp_path):
-    """IEZ_TIMEOUT_MS bounds each lookup; queueing behind other threads' lookups is no DB failure.
+    """Queueing behind other threads' lookups is no DB failure.
 
     512 threads create at once against a healthy DB whose every lookup takes far
-    less than the 100 ms default: all 512 files must be placed, with no error
-    and no process-wide switch-off of lookups.
+    less than a millisecond. IEZ_TIMEOUT_MS bounds each create, the wait for the
+    others' lookups included (test_never_break.py holds it to that), so it is
+    set here to what 512 lookups in a row take on a busy machine: all 512 files
+    must be placed, with no error and no process-wide switch-off of lookups.
     """
     db = shared_db(backend)
     exe = apps("threads_create")
@@ -115,7 +117,7 @@ def test_waiting_for_other_threads_lookups_is_not_a_db_time_out(backend, shared_
     nthreads = 512
     expected = pin_layouts(db, {work / f"t.{i}": (MIB, [i]) for i in range(nthreads)})
     reset_dir(work)
-    done = runner.iez([exe, work, nthreads, 16], db)
+    done = runner.iez([exe, work, nthreads, 16], db, IEZ_TIMEOUT_MS=20000)
     assert (done.returncode, done.stdout) == (0, f"created {nthreads}\n".encode()), done.stderr
     rows = counts_rows(state_dir)
     assert [(r["hits"], r["misses"], r["errors"]) for r in rows] == [(str(nthreads), "0", "0")]
