@@ -9,26 +9,12 @@ import os
 import pytest
 
 from conftest import iez_cli
+from layout_helpers import iez, make
 
 MIB = 1 << 20
 KIB = 1 << 10
 PFL = ("version=2 comp=0:1048576:1048576:0:mdt comp=1048576:4194304:1048576:2:1,2 "
        "comp=4194304:eof:1048576:4:3,4,5,6")
-
-
-def make(path, size: int, attr: str | None = None) -> str:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "wb") as f:
-        f.truncate(size)
-    if attr:
-        os.setxattr(path, "user.iez.layout", attr.encode())
-    return str(path)
-
-
-def iez(tmp_path, *args):
-    state = tmp_path / "state"
-    state.mkdir(exist_ok=True)
-    return iez_cli(*args, env={"IEZ_STATE_DIR": str(state), "IEZ_LAYOUT_XATTR": ""})
 
 
 def ok_json(tmp_path, *args) -> dict:

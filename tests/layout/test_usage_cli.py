@@ -7,24 +7,9 @@ import os
 
 import pytest
 
-from conftest import iez_cli
+from layout_helpers import iez, make
 
 MIB = 1 << 20
-
-
-def make(path, size: int, attr: str | None = None) -> str:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "wb") as f:
-        f.truncate(size)
-    if attr:
-        os.setxattr(path, "user.iez.layout", attr.encode())
-    return str(path)
-
-
-def iez(tmp_path, *args):
-    state = tmp_path / "state"
-    state.mkdir(exist_ok=True)
-    return iez_cli(*args, env={"IEZ_STATE_DIR": str(state), "IEZ_LAYOUT_XATTR": ""})
 
 
 def usage_json(tmp_path, *args) -> dict:
