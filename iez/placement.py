@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session
 from iez.allocate import AllocationError, Policy, Refused, make_policy
 from iez.db.allocations import NOTHING_TO_PLACE, pending_requests, store_placement
 from iez.db.engine import write_session
+from iez.freshness import StaleRule
 from iez.db.models import utcnow
 from iez.db.requests import application, row_policy
 from iez.db.stats import usable_cluster
@@ -80,7 +81,7 @@ class AppPlacement:
 ClusterSource = Callable[[Session, datetime], ClusterState]
 
 
-def place_app(engine: Engine, app_name: str, settings: PlacementSettings, stale_s: float,
+def place_app(engine: Engine, app_name: str, settings: PlacementSettings, stale_s: float | StaleRule,
               reservation_ttl_s: float, cluster_of: ClusterSource | None = None) -> AppPlacement:
     """Place ``app_name``'s pending requests and store the outcome in one transaction.
 

@@ -30,7 +30,7 @@ class ApiMetrics:
             registry=self.registry,
         )
         self.stale_oss = Gauge(
-            "iez_stale_oss", "OSSs whose last report is older than IEZ_OSS_STALE_S", registry=self.registry
+            "iez_stale_oss", "OSSs past 3 of their report intervals without a report (iez.freshness)", registry=self.registry
         )
         self.known_oss = Gauge("iez_oss", "OSSs that ever reported", registry=self.registry)
 

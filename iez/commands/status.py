@@ -1,12 +1,14 @@
 """``iez status``: the live view of the cluster from the interaction DB.
 
-    iez status [--db DB] [--json] [--stale-intervals N] [--status-file FILE]
+    iez status [--db DB] [--json] [--stale-intervals N] [--status-file FILE] [--watch S]
 
 Per OST its OSS, state (the most restrictive of what its OSS and the MDS say),
 pools, size, free space, Lustre's reserved space, fill and load; per OSS
-whether it is fresh and how old its last report is; and the MDS's qos settings
-(``lod.*.qos_*``) when a running MDS has read them (its status file). ``--json``
-prints one object: ``osts``, ``oss``, ``qos`` (null when unknown), ``time``.
+whether it is fresh (:mod:`iez.freshness`, the MDS's and the API's rule) and how
+old its last report is; and the MDS's qos settings (``lod.*.qos_*``) when a
+running MDS has read them (its status file). ``--json`` prints one object:
+``osts``, ``oss``, ``qos`` (null when unknown), ``time``. On a terminal the view
+is a rich table; piped, plain columns; ``--watch S`` redraws it every S seconds.
 """
 
 from __future__ import annotations
@@ -26,9 +28,11 @@ def register(subparsers) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--stale-intervals", type=int, default=3, metavar="N",
                    help="an OSS is stale after N of its own report intervals without a report (default 3, as "
-                        "iez mds); IEZ_OSS_STALE_S when its reports give no interval")
+                        "iez mds and the API); IEZ_OSS_STALE_S (default 180 s) when its reports give no interval")
     p.add_argument("--status-file", type=Path, metavar="FILE",
                    help="the MDS's status file, for its qos settings (default $IEZ_STATE_DIR/mds-status.json)")
+    p.add_argument("--watch", type=float, metavar="S",
+                   help="redraw the view every S seconds until interrupted (default: print once)")
     p.set_defaults(handler=_run)
 
 
@@ -47,6 +51,8 @@ def mds_qos(path: Path) -> dict | None:
 def _run(args: argparse.Namespace) -> int:
     if args.stale_intervals < 1:
         raise ValueError(f"--stale-intervals {args.stale_intervals} must be at least 1")
+    if args.watch is not None and not 0.1 <= args.watch <= 3600:
+        raise ValueError(f"--watch {args.watch} is outside 0.1..3600 seconds")
     settings = settings_from(args)
     from iez.db import open_db
     from iez.db.engine import read
@@ -54,17 +60,86 @@ def _run(args: argparse.Namespace) -> int:
     from iez.db.stats import live_view
 
     engine = open_db(settings)  # never creates: a missing DB is one line naming `iez db upgrade`
-    try:
+    status_file = args.status_file or Path(settings.state_dir) / "mds-status.json"
+
+    def snapshot() -> dict:
         view = read(engine, lambda conn: live_view(conn, utcnow(), settings.oss_stale_s, args.stale_intervals))
+        view["qos"] = mds_qos(status_file)
+        view["time"] = round(time.time(), 3)
+        return view
+
+    try:
+        if args.watch is not None:
+            return _watch(snapshot, args.watch, args.json)
+        view = snapshot()
     finally:
         engine.dispose()
-    view["qos"] = mds_qos(args.status_file or Path(settings.state_dir) / "mds-status.json")
-    view["time"] = round(time.time(), 3)
     if args.json:
         print(json.dumps(view, indent=1))
-        return 0
-    _print_table(view, sys.stdout)
+    elif sys.stdout.isatty():
+        from rich.console import Console
+
+        Console().print(*render(view))
+    else:
+        _print_table(view, sys.stdout)
     return 0
+
+
+def _watch(snapshot, every_s: float, as_json: bool) -> int:
+    """Redraw until interrupted (Ctrl-C ends it with 0): rich's live display on a terminal, else one view per
+    period (JSON: one object a line, for a pipe)."""
+    try:
+        if as_json or not sys.stdout.isatty():
+            while True:
+                view = snapshot()
+                if as_json:
+                    print(json.dumps(view), flush=True)
+                else:
+                    _print_table(view, sys.stdout)
+                    print(flush=True)
+                time.sleep(every_s)
+        from rich.console import Group
+        from rich.live import Live
+
+        with Live(Group(*render(snapshot())), auto_refresh=False) as live:
+            while True:
+                time.sleep(every_s)
+                live.update(Group(*render(snapshot())), refresh=True)
+    except KeyboardInterrupt:
+        return 0
+
+
+def render(view: dict) -> list:
+    """The view as rich renderables: an OSS table, an OST table (stale OSSs and non-active OSTs in colour)."""
+    from rich.table import Table
+    from rich.text import Text
+
+    if not view["oss"] and not view["osts"]:
+        return [Text("no OSS has reported yet (start the agents and iez mds, or POST /v1/stats)")]
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(view.get("time") or time.time()))
+    oss = Table(title=f"OSS ({stamp})", title_justify="left")
+    for name, justify in (("OSS", "left"), ("fresh", "left"), ("age", "right"), ("interval", "right"),
+                          ("OSTs", "right"), ("CPU", "right"), ("mem", "right")):
+        oss.add_column(name, justify=justify)
+    for o in view["oss"]:
+        interval = f"{o['interval_s']:.0f}s" if o.get("interval_s") else "-"
+        oss.add_row(o["id"], Text("yes", "green") if o["fresh"] else Text("NO", "bold red"), f"{o['age_s']:.1f}s",
+                    interval, str(o["osts"]), f"{o.get('cpu_pct') or 0:.0f}%", f"{o.get('mem_pct') or 0:.0f}%")
+    fresh = {o["id"]: o["fresh"] for o in view["oss"]}
+    osts = Table(title="OST", title_justify="left")
+    for name in ("OST", "OSS", "state", "size GiB", "avail GiB", "resv GiB", "fill", "MiB/s", "pools"):
+        osts.add_column(name, justify="left" if name in ("OSS", "state", "pools") else "right")
+    gib = 1024 * 1024
+    for o in view["osts"]:
+        style = "" if o["state"] == "active" else "yellow"
+        osts.add_row(str(o["index"]), Text(o["oss"], "" if fresh.get(o["oss"], False) else "red"),
+                     Text(o["state"], style), f"{o['kbytes_total'] / gib:.1f}", f"{o['kbytes_avail'] / gib:.1f}",
+                     f"{o['reserved_kbytes'] / gib:.2f}", Text(f"{o['fill']:.1%}", "red" if o["fill"] >= 0.9 else ""),
+                     f"{o['load_mib_s']:.1f}", " ".join(o["pools"]) or "-")
+    out = [oss, osts]
+    if view.get("qos"):
+        out.append(Text("MDS qos settings: " + ", ".join(f"{k} {v}" for k, v in view["qos"].items())))
+    return out
 
 
 def _print_table(view: dict, out) -> None:

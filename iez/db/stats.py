@@ -16,6 +16,7 @@ from sqlalchemy import Connection, and_, delete, func, select
 from sqlalchemy.orm import Session, aliased
 
 from iez.db.models import OssRow, OssStat, OstRow, OstStat, Reservation, utcnow
+from iez.freshness import StaleRule
 from iez.model import DEFAULT_OSS_BANDWIDTH, DEFAULT_OST_BANDWIDTH, OSS, OST, ClusterState, usable_kbytes
 
 
@@ -130,6 +131,13 @@ def stale_cutoff(now: datetime, stale_s: float) -> datetime:
     return now - timedelta(seconds=stale_s)
 
 
+def _is_stale(now: datetime, received: datetime, interval_s: float | None, stale: "float | StaleRule") -> bool:
+    """A fixed limit in seconds, or :class:`iez.freshness.StaleRule` (per OSS interval, the MDS's rule)."""
+    if isinstance(stale, StaleRule):
+        return not stale.fresh(max(0.0, _epoch_s(now) - _epoch_s(received)), interval_s)
+    return received < stale_cutoff(now, stale)
+
+
 def split_pools(text: str | None) -> tuple[str, ...]:
     """The ``osts.pools`` column (space-separated names, NULL for none) as a tuple."""
     return tuple(text.split()) if text else ()
@@ -148,20 +156,20 @@ def allocatable_kbytes(kbytes_avail: int, kbytes_total: int, reserved_bytes: int
     return usable_kbytes(kbytes_avail, kbytes_total, reserved_bytes + (lustre_reserved_kbytes or 0) * 1024)
 
 
-def usable_cluster(session: Session, now: datetime, stale_s: float, ost_bandwidth: float = DEFAULT_OST_BANDWIDTH,
+def usable_cluster(session: Session, now: datetime, stale_s: "float | StaleRule", ost_bandwidth: float = DEFAULT_OST_BANDWIDTH,
                    oss_bandwidth: float = DEFAULT_OSS_BANDWIDTH) -> ClusterState:
     """OSTs whose OSS reported within ``stale_s``, with their state and pools, their free space less active
     reservations and Lustre's reserved space (:func:`allocatable_kbytes`), and the configured bandwidths
     (the DB keeps no live congestion; the MDS's view does)."""
     reserved = reserved_bytes(session, now)
-    rows = session.execute(
-        select(OstRow, OssRow)
-        .join(OssRow, OssRow.oss_id == OstRow.oss_id)
-        .where(OssRow.received >= stale_cutoff(now, stale_s))
-        .order_by(OstRow.ost_index)
-    ).all()
+    query = select(OstRow, OssRow).join(OssRow, OssRow.oss_id == OstRow.oss_id).order_by(OstRow.ost_index)
+    if not isinstance(stale_s, StaleRule):
+        query = query.where(OssRow.received >= stale_cutoff(now, stale_s))
+    rows = session.execute(query).all()
     osts, osses = [], {}
     for ost, oss in rows:
+        if isinstance(stale_s, StaleRule) and _is_stale(now, oss.received, oss.interval_s, stale_s):
+            continue
         avail = allocatable_kbytes(ost.kbytes_avail, ost.kbytes_total, reserved.get(ost.ost_index, 0),
                                    ost.reserved_kbytes)
         osts.append(OST(ost.ost_index, ost.oss_id, ost.kbytes_total, avail, bandwidth=ost_bandwidth,
@@ -198,8 +206,7 @@ def ost_rows(conn: Connection, now: datetime) -> list[dict]:
     return out
 
 
-def oss_rows(conn: Connection, now: datetime, stale_s: float) -> list[dict]:
-    cutoff = stale_cutoff(now, stale_s)
+def oss_rows(conn: Connection, now: datetime, stale_s: "float | StaleRule") -> list[dict]:
     counts = dict(conn.execute(select(OstRow.oss_id, func.count()).group_by(OstRow.oss_id)).all())
     return [
         {
@@ -209,14 +216,17 @@ def oss_rows(conn: Connection, now: datetime, stale_s: float) -> list[dict]:
             "mem_pct": oss.mem_pct,
             "sample_time": oss.sample_time.isoformat() + "Z",
             "received": oss.received.isoformat() + "Z",
-            "stale": oss.received < cutoff,
+            "stale": _is_stale(now, oss.received, oss.interval_s, stale_s),
             "osts": counts.get(oss.oss_id, 0),
         }
         for oss in conn.execute(select(OssRow).order_by(OssRow.oss_id)).all()
     ]
 
 
-def stale_oss_count(conn: Connection, now: datetime, stale_s: float) -> int:
+def stale_oss_count(conn: Connection, now: datetime, stale_s: "float | StaleRule") -> int:
+    if isinstance(stale_s, StaleRule):
+        rows = conn.execute(select(OssRow.received, OssRow.interval_s)).all()
+        return sum(_is_stale(now, received, interval, stale_s) for received, interval in rows)
     return int(conn.scalar(select(func.count()).select_from(OssRow).where(OssRow.received < stale_cutoff(now, stale_s))))
 
 
@@ -233,6 +243,7 @@ def live_view(conn: Connection, now: datetime, default_stale_s: float, stale_int
     read+write rate between the time-series sample before its latest report and that report (0 when
     there is none yet, or the counters were reset).
     """
+    rule = StaleRule(stale_intervals, default_stale_s / stale_intervals)
     reserved = reserved_bytes(conn, now)
     earlier = aliased(OstStat)
     before = (select(func.max(earlier.sample_time))
@@ -276,7 +287,6 @@ def live_view(conn: Connection, now: datetime, default_stale_s: float, stale_int
     osses = []
     for oss in conn.execute(select(OssRow).order_by(OssRow.oss_id)).all():
         age = max(0.0, _epoch_s(now) - _epoch_s(oss.received))
-        limit = oss.interval_s * stale_intervals if oss.interval_s else default_stale_s
-        osses.append({"id": oss.oss_id, "fresh": age <= limit, "age_s": round(age, 3), "interval_s": oss.interval_s,
+        osses.append({"id": oss.oss_id, "fresh": rule.fresh(age, oss.interval_s), "age_s": round(age, 3), "interval_s": oss.interval_s,
                       "cpu_pct": oss.cpu_pct, "mem_pct": oss.mem_pct, "osts": counts.get(oss.oss_id, 0)})
     return {"osts": list(osts.values()), "oss": osses}

@@ -29,6 +29,7 @@ from agents.lctl import most_restrictive
 from iez.db.engine import read
 from iez.db.models import OssRow, OstRow
 from iez.db.stats import OssReport, allocatable_kbytes, join_pools, split_pools
+from iez.freshness import StaleRule
 from iez.mds.lustre_params import LustreParams, OstPolicy
 from iez.model import DEFAULT_OSS_BANDWIDTH, DEFAULT_OST_BANDWIDTH, OSS, OST, ClusterState
 
@@ -88,6 +89,7 @@ class ClusterView:
     def __init__(self, default_interval_s: float = 60.0, stale_intervals: int = 3):
         self.default_interval_s = default_interval_s
         self.stale_intervals = stale_intervals
+        self.rule = StaleRule(stale_intervals, default_interval_s)  # shared with the API and iez status
         self.osses: dict[str, OssState] = {}
         self.osts: dict[int, OstState] = {}
         self.lustre: LustreParams | None = None  # the MDS's parameters, last reading
@@ -164,7 +166,7 @@ class ClusterView:
         now = time.time() if now is None else now
         went_stale, came_back = [], []
         for state in self.osses.values():
-            stale = now - state.received > self.stale_intervals * state.interval_s
+            stale = not self.rule.fresh(now - state.received, state.interval_s)
             if stale and not state.stale:
                 went_stale.append(state.oss_id)
                 state.stale_since = now

@@ -44,6 +44,7 @@ from urllib.parse import quote
 from sqlalchemy import delete, func, select, update
 
 from iez.config import ConfigError, Settings, describe
+from iez.freshness import StaleRule
 from iez.db import open_db
 from iez.db.engine import read, write_session
 from iez.db.models import STALE, AllocationRow, Application, Run, WriteRequestRow
@@ -288,7 +289,7 @@ def record_learning(settings: Settings, app: str, prediction: Prediction, alloca
     if allocate:
         from iez.placement import PlacementSettings, place_app
 
-        done = place_app(engine, app, PlacementSettings(allocate), settings.oss_stale_s, settings.reservation_ttl_s)
+        done = place_app(engine, app, PlacementSettings(allocate), StaleRule.from_settings(settings), settings.reservation_ttl_s)
         stored["allocated"] = len(done.placed)
         stored["refused"] = len(done.refused)
     _write_json(learned_path(settings, app), {"app": app, "max_run_id": _max_run_id(engine, app),

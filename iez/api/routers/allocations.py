@@ -27,6 +27,7 @@ from iez.api.schemas import (
     _absolute_path,
 )
 from iez.config import Settings
+from iez.freshness import StaleRule
 from iez.db.engine import read
 from iez.db.lookup import LayoutReader
 from iez.db.owners import owner_of
@@ -76,7 +77,7 @@ def allocate(
                                   ost_bandwidth=body.ost_bandwidth_mib_s * MiB,
                                   oss_bandwidth=body.oss_bandwidth_mib_s * MiB)
     try:
-        done = place_app(engine, body.app, placement, settings.oss_stale_s, settings.reservation_ttl_s)
+        done = place_app(engine, body.app, placement, StaleRule.from_settings(settings), settings.reservation_ttl_s)
     except ImportError as err:  # a policy whose module this build lacks
         raise HTTPException(501, f"policy {body.policy!r} is not available in this build: {err}") from err
     except ValueError:

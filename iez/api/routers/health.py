@@ -12,6 +12,7 @@ from iez.config import Settings, describe
 from iez.db.engine import DatabaseUnavailable, read
 from iez.db.models import OssRow, utcnow
 from iez.db.stats import stale_oss_count
+from iez.freshness import StaleRule
 
 router = APIRouter(tags=["health"])
 
@@ -33,7 +34,7 @@ def metrics(
     try:
         stale, known = read(
             engine,
-            lambda conn: (stale_oss_count(conn, utcnow(), settings.oss_stale_s),
+            lambda conn: (stale_oss_count(conn, utcnow(), StaleRule.from_settings(settings)),
                           conn.scalar(select(func.count()).select_from(OssRow))),
         )
         api_metrics.stale_oss.set(stale)

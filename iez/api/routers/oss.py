@@ -10,6 +10,7 @@ from iez.config import Settings
 from iez.db.engine import read
 from iez.db.models import utcnow
 from iez.db.stats import oss_rows
+from iez.freshness import StaleRule
 
 router = APIRouter(prefix="/v1/oss", tags=["oss"])
 
@@ -17,4 +18,4 @@ router = APIRouter(prefix="/v1/oss", tags=["oss"])
 @router.get("")
 def get_oss(engine: Engine = Depends(deps.engine), settings: Settings = Depends(deps.settings)) -> dict:
     """``{"oss": [{oss_id, seq, cpu_pct, mem_pct, sample_time, received, stale, osts}]}``."""
-    return {"oss": read(engine, lambda conn: oss_rows(conn, utcnow(), settings.oss_stale_s))}
+    return {"oss": read(engine, lambda conn: oss_rows(conn, utcnow(), StaleRule.from_settings(settings)))}

@@ -1,0 +1,44 @@
+"""When an OSS counts as fresh: the one rule the MDS, the REST API and ``iez status`` share.
+
+An OSS is fresh while the age of its last report is at most ``stale_intervals``
+(default 3) of its own report intervals (what its messages say, or
+``default_interval_s``, 60 s, when they do not). A stale OSS's OSTs are left
+out of allocation until it reports again. Services that read the interval from
+the DB use the same rule as the MDS, which reads it from the messages, so the
+three never disagree about an OSS whose agent reports every 10 s or every 5 min.
+
+``IEZ_OSS_STALE_S`` (default 180) keeps its meaning: the limit for an OSS whose
+reports give no interval (``default_interval_s`` = that / ``stale_intervals``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+DEFAULT_INTERVAL_S = 60.0
+DEFAULT_STALE_INTERVALS = 3
+
+
+@dataclass(frozen=True)
+class StaleRule:
+    stale_intervals: int = DEFAULT_STALE_INTERVALS
+    default_interval_s: float = DEFAULT_INTERVAL_S
+
+    def __post_init__(self):
+        if self.stale_intervals < 1:
+            raise ValueError(f"stale intervals {self.stale_intervals} must be at least 1")
+        if not self.default_interval_s > 0:
+            raise ValueError(f"default report interval {self.default_interval_s} s must be positive")
+
+    def limit_s(self, interval_s: float | None) -> float:
+        """Seconds after its last report an OSS with this report interval becomes stale."""
+        own = interval_s if interval_s is not None and interval_s > 0 else self.default_interval_s
+        return self.stale_intervals * own
+
+    def fresh(self, age_s: float, interval_s: float | None) -> bool:
+        return age_s <= self.limit_s(interval_s)
+
+    @classmethod
+    def from_settings(cls, settings, stale_intervals: int = DEFAULT_STALE_INTERVALS) -> "StaleRule":
+        """The rule of a service configured by :class:`iez.config.Settings` (``IEZ_OSS_STALE_S``)."""
+        return cls(stale_intervals, settings.oss_stale_s / stale_intervals)
