@@ -35,6 +35,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def check_bind(host: str, port: int, scheme: str = "http") -> None:
+    """Bind ``host:port`` as a server would, then let go: a busy or unresolvable address is one line
+    (OSError "cannot bind SCHEME://HOST:PORT: why", exit 2) before the server's own start, which would
+    print a traceback or a log record and exit 1."""
+    import socket
+
+    shown = f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}"
+    try:
+        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        family, kind, proto, _, address = infos[0]
+        with socket.socket(family, kind, proto) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn and ZeroMQ bind
+            sock.bind(address)
+    except OSError as err:  # socket.gaierror included
+        raise OSError(f"cannot bind {shown}: {err.strerror or err}") from None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)

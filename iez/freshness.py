@@ -42,3 +42,27 @@ class StaleRule:
     def from_settings(cls, settings, stale_intervals: int = DEFAULT_STALE_INTERVALS) -> "StaleRule":
         """The rule of a service configured by :class:`iez.config.Settings` (``IEZ_OSS_STALE_S``)."""
         return cls(stale_intervals, settings.oss_stale_s / stale_intervals)
+
+
+#: The MDS rewrites its status file every 2 s; an allocation pass holds the loop up to this long.
+MDS_HEARTBEAT_STALE_S = 60.0
+
+
+def mds_running(status: dict, now: float, max_age_s: float = MDS_HEARTBEAT_STALE_S) -> bool:
+    """Whether the MDS that wrote ``status`` (its ``pid`` and heartbeat ``time``) still runs: the process
+    exists on this node and the heartbeat is recent (a stopped MDS leaves its last status behind, and its
+    pid may be reused)."""
+    import os
+
+    heartbeat, pid = status.get("time"), status.get("pid")
+    if not isinstance(heartbeat, (int, float)) or now - heartbeat > max_age_s:
+        return False
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: it exists
+        return True
+    return True

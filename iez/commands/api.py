@@ -52,6 +52,9 @@ def _serve(args: argparse.Namespace) -> int:
         if not os.environ.get("IEZ_API_READS"):
             settings = dataclasses.replace(settings, reads="owner")
     app = create_app(settings)  # checks the schema and the user credentials before binding the port
+    from iez.cli import check_bind
+
+    check_bind(args.host, args.port)  # a busy or unresolvable address: one line, exit 2
     options = dict(host=args.host, port=args.port, log_level=args.log_level, access_log=args.access_log)
     if args.workers == 1:
         uvicorn.run(app, **options)

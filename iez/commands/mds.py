@@ -15,6 +15,7 @@ import argparse
 import json
 import logging
 import sys
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -66,6 +67,9 @@ def register(subparsers) -> None:
     p.add_argument("--status-file", type=Path, metavar="FILE", help="default $IEZ_STATE_DIR/mds-status.json")
     p.add_argument("--maps-dir", metavar="DIR", help="where each application's layout map is written after it is "
                    "allocated, as DIR/<app>.cdb (default $IEZ_STATE_DIR/maps; none: not written)")
+    p.add_argument("--metrics-bind", default="none", metavar="HOST:PORT|none",
+                   help="serve Prometheus metrics (iez.mds.metrics) on http://HOST:PORT/metrics; the shipped "
+                        "unit uses 127.0.0.1:9555 (default: none, not served)")
     p.add_argument("--status", action="store_true", help="print the status of the running MDS and exit")
     p.add_argument("--json", action="store_true", help="with --status: print the JSON as is")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
@@ -123,7 +127,13 @@ def _run(args: argparse.Namespace) -> int:
                        lustre_params_interval_s=args.lustre_params_interval,
                        maps_dir=None if args.maps_dir == "none" else Path(args.maps_dir or Path(settings.state_dir) / "maps"))
     logging.getLogger("iez.mds").info("Lustre parameters of the MDS from %s", lustre_params.describe())
-    return MdsService(engine, config).run()
+    service = MdsService(engine, config)
+    if args.metrics_bind != "none":
+        from iez.mds.metrics import MdsMetrics
+
+        service.metrics = MdsMetrics(service)
+        logging.getLogger("iez.mds").info("metrics on http://%s:%d/metrics", *service.metrics.serve(args.metrics_bind))
+    return service.run()
 
 
 def _print_status(path: Path, as_json: bool) -> int:
@@ -131,6 +141,16 @@ def _print_status(path: Path, as_json: bool) -> int:
         status = json.loads(path.read_text())
     except FileNotFoundError:
         print(f"iez mds: no status at {path}: is the MDS running with this IEZ_STATE_DIR?", file=sys.stderr)
+        return 1
+    from iez.freshness import mds_running
+
+    if not mds_running(status, time.time()):  # a stopped MDS's last status is not the live one
+        when = status.get("time")
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(when)) if isinstance(when, (int, float)) else "?"
+        if as_json:
+            print(json.dumps({**status, "running": False}, indent=1))
+        print(f"iez mds: MDS not running (last status from {stamp}, pid {status.get('pid')}, {path})",
+              file=sys.stderr)
         return 1
     if as_json:
         print(json.dumps(status, indent=1))

@@ -113,6 +113,7 @@ class MdsService:
         self.started = time.time()
         self._last_allocation: float | None = None
         self._auth = None
+        self.metrics = None  # iez.mds.metrics.MdsMetrics when --metrics-bind serves them
 
     # -- lifecycle ------------------------------------------------------------------
     def stop(self) -> None:
@@ -136,7 +137,11 @@ class MdsService:
             self._auth.start()
             self._auth.configure_curve(domain="*", location=str(self.config.curve_authorized))
             sock.curve_secretkey, sock.curve_publickey, sock.curve_server = secret, public, True
-        sock.bind(self.config.bind)
+        try:
+            sock.bind(self.config.bind)
+        except zmq.ZMQError as err:  # busy or unresolvable: one line from the command, exit 2
+            sock.close(linger=0)
+            raise OSError(f"cannot bind {self.config.bind}: {err.strerror}") from None
         self.endpoint = sock.getsockopt_string(zmq.LAST_ENDPOINT)
         return sock
 
@@ -374,6 +379,7 @@ class MdsService:
             return self.view.cluster(reserved_bytes(session, now), placement.ost_bandwidth, placement.oss_bandwidth)
 
         for app in apps:
+            started = time.perf_counter()
             try:
                 done = place_app(self.engine, app, placement, stale_s=self.config.interval_s * 3,
                                  reservation_ttl_s=self.config.reservation_ttl_s, cluster_of=cluster_of)
@@ -385,6 +391,9 @@ class MdsService:
                 self.counters.failed += 1
                 log.error("allocation of %s failed: %s", app, str(err).splitlines()[0][:200])
                 continue
+            finally:
+                if self.metrics is not None:
+                    self.metrics.allocation_seconds.observe(time.perf_counter() - started)
             if done.refused:
                 self.counters.refused += len(done.refused)
                 why = f"{len(done.refused)} file(s) refused, first {done.refused[0][0]}: {done.refused[0][1]}"
