@@ -41,7 +41,7 @@ def assert_one_clear_line(done: subprocess.CompletedProcess, exit_code: int) -> 
     ["alloc", "add", "--db", URL, "--file", "/lustre/x", "--stripe-size", "1048576", "--osts", "1,2"],
     ["alloc", "show", "--db", URL, "--file", "/lustre/x"],
     ["api", "--db", URL, "--port", "0"],
-    ["mds", "--db", URL, "--bind", "tcp://127.0.0.1:0"],
+    ["mds", "--db", URL, "--bind", "tcp://127.0.0.1:0", "--insecure"],
 ], ids=lambda a: " ".join(a[:2]))
 def test_iez_commands_name_the_extra_in_one_line(argv):
     code = "from iez.cli import main; sys.exit(main(sys.argv[1:]))"

@@ -42,15 +42,19 @@ def register(subparsers) -> None:
                               "sizes, fill, pools and states); replaces --oss/--osts-per-oss/--ost-size/--fill")
     emulate.add_argument("--data", action="append", type=Path,
                          help="directory applications write to (repeatable; default ROOT/data)")
-    emulate.add_argument("--oss", type=int, default=3)
-    emulate.add_argument("--osts-per-oss", type=int, default=5)
+    emulate.add_argument("--oss", type=int, default=3, help="OSSs without --cluster (default 3)")
+    emulate.add_argument("--osts-per-oss", type=int, default=5, help="OSTs per OSS without --cluster (default 5)")
     emulate.add_argument("--ost-size", default="10G", help="capacity of each OST (default 10G)")
     emulate.add_argument("--fill", default="0", help="pre-existing data per OST, a fraction or LOW-HIGH (default 0)")
-    emulate.add_argument("--seed", type=int, default=0)
-    emulate.add_argument("--fsname", default="iezfs")
+    emulate.add_argument("--seed", type=int, default=0, help="seed of the OSTs' fill (default 0)")
+    emulate.add_argument("--fsname", default="iezfs", help="file system name in OST names, FS-OSTxxxx (default iezfs)")
     emulate.add_argument("--mds", default="tcp://127.0.0.1:5555", help="MDS endpoint the agents connect to")
     emulate.add_argument("--interval", type=float, default=1.0, help="agent interval and tree refresh, seconds")
     emulate.add_argument("--no-agents", action="store_true", help="set up the trees without agents and exit")
+    emulate.add_argument("--insecure", action="store_true",
+                         help="agents publish without CURVE keys (for an MDS run with --insecure); by default each "
+                              "agent has its key under ROOT/keys, and the MDS takes --curve-secret-key "
+                              "ROOT/keys/mds.key_secret --curve-authorized ROOT/keys/authorized")
     emulate.add_argument("--once", action="store_true", help="create the trees, print them and exit")
     emulate.set_defaults(handler=_emulate)
 
@@ -83,7 +87,8 @@ def agent_command() -> list[str]:
 
 
 def _emulate(args: argparse.Namespace) -> int:
-    from iez.emulate.cluster import Emulator, create, describe_states, layout_from_counts, layout_from_description
+    from iez.emulate.cluster import (Emulator, create, describe_states, ensure_keys, layout_from_counts,
+                                     layout_from_description)
 
     if not 0.1 <= args.interval <= 3600:
         raise ValueError(f"--interval {args.interval} is outside 0.1..3600")
@@ -99,6 +104,9 @@ def _emulate(args: argparse.Namespace) -> int:
     print(f"emulated cluster: {len(layout.osses)} OSS, {len(layout.osts)} OSTs, {total_gib:.3g} GiB under "
           f"{layout.root}; data in {', '.join(layout.data)}", flush=True)
     print(f"{describe_states(layout)}; MDS parameters: iez mds --lustre-params {layout.mds_root}", flush=True)
+    keys = None if args.insecure else ensure_keys(layout.root, layout.oss_ids)
+    if keys is not None:
+        print(f"CURVE keys: iez mds {' '.join(keys.mds_options())}", flush=True)
     if args.once or args.no_agents:
         return 0
     stop = threading.Event()
@@ -110,7 +118,7 @@ def _emulate(args: argparse.Namespace) -> int:
         for oss_id in layout.oss_ids:
             agents[oss_id] = subprocess.Popen(agent_command() + [
                 "--root", str(layout.oss_root(oss_id)), "--oss-id", oss_id, "--mds", args.mds,
-                "--interval", interval, "--fsname", layout.fsname])
+                "--interval", interval, "--fsname", layout.fsname, *(keys.agent_options(oss_id) if keys else [])])
         print(f"started {len(agents)} agents -> {args.mds}", flush=True)
         emulator = Emulator(layout)
         reported: set[str] = set()

@@ -29,13 +29,14 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("mds", help="run the MDS control loop (agents -> live view -> allocations)")
     add_db_option(p)
     p.add_argument("--bind", default="tcp://*:5555", help="ZeroMQ endpoint agents connect to (default tcp://*:5555)")
-    p.add_argument("--policy", default="iez", choices=POLICY_NAMES)
+    p.add_argument("--policy", default="iez", choices=POLICY_NAMES, help="the allocator pending files are placed with "
+                   "(default iez)")
     p.add_argument("--interval", type=float, default=60.0, metavar="S",
                    help="agents' report interval when their messages do not say (default 60)")
     p.add_argument("--stale-intervals", type=int, default=3, metavar="N",
                    help="missed intervals after which an OSS is stale (default 3)")
-    p.add_argument("--cpu-max", type=float, default=70.0, metavar="PCT", help="allocate only below this MDS CPU %% (100: no limit)")
-    p.add_argument("--mem-max", type=float, default=50.0, metavar="PCT", help="allocate only below this MDS memory %% (100: no limit)")
+    p.add_argument("--cpu-max", type=float, default=70.0, metavar="PCT", help="allocate only below this MDS CPU %% (default 70; 100: no limit)")
+    p.add_argument("--mem-max", type=float, default=50.0, metavar="PCT", help="allocate only below this MDS memory %% (default 50; 100: no limit)")
     p.add_argument("--fill-cap", type=float, default=DEFAULT_FILL_CAP, metavar="F",
                    help="no OST is pushed past this fill (default 0.95)")
     p.add_argument("--fill-weight", type=float, default=0.0, metavar="W",
@@ -47,10 +48,21 @@ def register(subparsers) -> None:
                    help="an OSS's bandwidth over all its OSTs (default 600 MiB/s)")
     p.add_argument("--oss-load-weight", type=float, default=0.5, metavar="W",
                    help="share of an OSS's bandwidth lost at 100%% reported CPU (default 0.5; 0 ignores CPU)")
+    p.add_argument("--curve-secret-key", type=Path, metavar="FILE",
+                   help="the MDS's CURVE secret certificate (iez-agent keys DIR mds writes DIR/mds.key_secret); "
+                        "required unless --insecure")
+    p.add_argument("--curve-authorized", type=Path, metavar="DIR",
+                   help="one public certificate per OSS, named OSS_ID.key: a key speaks only for that OSS, and the "
+                        "keys are the OSS list (read again when the directory changes); required unless --insecure")
+    p.add_argument("--insecure", action="store_true",
+                   help="accept unauthenticated reports from anyone who reaches --bind (logged at start, shown in "
+                        "the status); for tests and closed networks only")
     p.add_argument("--oss-list", type=Path, metavar="FILE",
-                   help="known OSS ids, one per line; messages from others are dropped (default: accept all)")
-    p.add_argument("--curve-secret-key", type=Path, metavar="FILE", help="the MDS's CURVE secret certificate")
-    p.add_argument("--curve-authorized", type=Path, metavar="DIR", help="authorised agents' public certificates")
+                   help="with --insecure: known OSS ids, one per line; messages from others are dropped "
+                        "(default: accept all). With keys the key names are the list")
+    p.add_argument("--max-skew", type=float, default=300.0, metavar="S",
+                   help="drop messages whose time is more than S seconds ahead of the MDS clock (default 300); "
+                        "this also bounds how long a forged future message can hold an OSS's reports back")
     p.add_argument("--retain-days", type=float, default=7.0, help="days of statistics kept (default 7)")
     p.add_argument("--series-interval", type=float, default=60.0, metavar="S",
                    help="seconds between an OSS's rows in the stored time series (default 60; 0 keeps every "
@@ -62,8 +74,9 @@ def register(subparsers) -> None:
                         "(default: lctl when on PATH, else none)")
     p.add_argument("--lustre-params-interval", type=float, metavar="S",
                    help="seconds between readings of those parameters (default: --interval)")
-    p.add_argument("--fsname", metavar="NAME", help="the file system whose parameters are read, when the MDS "
-                                                    "serves several")
+    p.add_argument("--fsname", metavar="NAME", help="the file system this MDS serves: OSTs of others are refused, "
+                                                    "and its parameters are read when the node serves several "
+                                                    "(default: learnt from the first accepted OST name, FS-OSTxxxx)")
     p.add_argument("--status-file", type=Path, metavar="FILE", help="default $IEZ_STATE_DIR/mds-status.json")
     p.add_argument("--maps-dir", metavar="DIR", help="where each application's layout map is written after it is "
                    "allocated, as DIR/<app>.cdb (default $IEZ_STATE_DIR/maps; none: not written)")
@@ -72,7 +85,8 @@ def register(subparsers) -> None:
                         "unit uses 127.0.0.1:9555 (default: none, not served)")
     p.add_argument("--status", action="store_true", help="print the status of the running MDS and exit")
     p.add_argument("--json", action="store_true", help="with --status: print the JSON as is")
-    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
+                   help="least severe log records printed (default info)")
     p.set_defaults(handler=_run)
 
 
@@ -97,6 +111,14 @@ def _run(args: argparse.Namespace) -> int:
             raise ValueError(f"{name} {value} is outside {low}..{high}")
     if args.stale_intervals < 1:
         raise ValueError(f"--stale-intervals {args.stale_intervals} must be at least 1")
+    if not 1 <= args.max_skew <= 86400:
+        raise ValueError(f"--max-skew {args.max_skew} is outside 1..86400")
+    if not args.insecure and not (args.curve_secret_key and args.curve_authorized):
+        print("iez mds: refusing to start without CURVE keys: give --curve-secret-key FILE and --curve-authorized DIR "
+              "(iez-agent keys DIR NAME makes them), or --insecure to accept reports from anyone", file=sys.stderr)
+        return 2
+    if args.oss_list and args.curve_secret_key:
+        raise ValueError("--oss-list is for --insecure: with CURVE keys the names in --curve-authorized are the OSS list")
     allowed = None
     if args.oss_list:
         allowed = frozenset(line.strip() for line in args.oss_list.read_text().splitlines()
@@ -122,6 +144,8 @@ def _run(args: argparse.Namespace) -> int:
                        retain=timedelta(days=args.retain_days), allowed_oss=allowed,
                        series_interval_s=args.series_interval,
                        curve_secret_key=args.curve_secret_key, curve_authorized=args.curve_authorized,
+                       insecure=args.insecure and not args.curve_secret_key, max_skew_s=args.max_skew,
+                       fsname=args.fsname,
                        status_file=status_file,
                        lustre_params=lustre_params if lustre_params.source else None,
                        lustre_params_interval_s=args.lustre_params_interval,
@@ -157,7 +181,8 @@ def _print_status(path: Path, as_json: bool) -> int:
         return 0
     m, a = status["messages"], status["allocation"]
     dropped = ", ".join(f"{k} {v}" for k, v in m["dropped"].items() if v) or "none"
-    print(f"MDS pid {status['pid']} on {status['endpoint']}")
+    print(f"MDS pid {status['pid']} on {status['endpoint']}, ingest {status.get('ingest', '?')}"
+          + (f", file system {status['fsname']}" if status.get("fsname") else ""))
     print(f"messages: {m['accepted']} accepted, {m['stored']} stored, dropped: {dropped}")
     print(f"OSS: {len(status['osses']['fresh'])} fresh, stale: {' '.join(status['osses']['stale']) or 'none'}; "
           f"{status['osts']} OSTs")

@@ -42,9 +42,15 @@ class Services:
                                                  **(env or {})})
 
     def start(self, timeout: float = 60) -> dict:
+        from iez.emulate.cluster import ensure_keys
+
         iez = [sys.executable, "-m", "iez.cli"]
+        # authenticated as on a real cluster: the MDS's key pair and one per OSS under the cluster root, made
+        # before the MDS starts; `iez cluster emulate` finds them there and gives each agent its own
+        keys = ensure_keys(self.cluster_root, [f"oss{k}" for k in range(self.oss)])
         # agents report every 2 s: three missed reports (6 s) on a machine this busy would be a false alarm at 1 s
         self._start("mds", iez + ["mds", "--db", self.db, "--bind", self.mds_endpoint, "--interval", "2",
+                                  *keys.mds_options(),
                                   "--status-file", str(self.status_file),
                                   # the demo itself keeps this small machine busy: no resource gate here; and
                                   # the emulated OSSs all share this host, so their cpu readings are noise

@@ -32,6 +32,13 @@ a layout are counted as unplaced and change no OST.
 ``iez cluster set`` changes states and pools while it runs, the way ``lctl
 set_param`` and ``lctl pool_add``/``pool_remove`` would: it rewrites the
 switch or pool file atomically, and the next agent or MDS reading picks it up.
+
+Ingest is authenticated in emulation as on a real cluster (:func:`ensure_keys`):
+``ROOT/keys/mds.key_secret`` is the MDS's pair (``mds.key`` goes to the agents),
+``ROOT/keys/agents/<oss id>.key_secret`` each agent's, and
+``ROOT/keys/authorized/<oss id>.key`` the public keys the MDS accepts
+(``iez mds --curve-secret-key ROOT/keys/mds.key_secret --curve-authorized ROOT/keys/authorized``).
+Existing keys are kept, so an MDS started before the agents keeps working.
 """
 
 from __future__ import annotations
@@ -56,6 +63,55 @@ from iez.sim.description import load_cluster, to_json
 
 #: The MDS node's tree under the root.
 MDS_DIR = "mds"
+KEYS_DIR = "keys"
+
+
+@dataclass(frozen=True)
+class EmulationKeys:
+    """Where an emulation's CURVE keys are (see the module's docstring)."""
+
+    root: Path
+
+    @property
+    def mds_public(self) -> Path:
+        return self.root / "mds.key"
+
+    @property
+    def mds_secret(self) -> Path:
+        return self.root / "mds.key_secret"
+
+    @property
+    def authorized(self) -> Path:
+        return self.root / "authorized"
+
+    def agent_secret(self, oss_id: str) -> Path:
+        return self.root / "agents" / f"{oss_id}.key_secret"
+
+    def mds_options(self) -> list[str]:
+        return ["--curve-secret-key", str(self.mds_secret), "--curve-authorized", str(self.authorized)]
+
+    def agent_options(self, oss_id: str) -> list[str]:
+        return ["--curve-server-key", str(self.mds_public), "--curve-secret-key", str(self.agent_secret(oss_id))]
+
+
+def ensure_keys(root: str | Path, oss_ids=()) -> EmulationKeys:
+    """The MDS's key pair and one per OSS under ``ROOT/keys`` (kept when they exist); each OSS's public
+    key is put in ``authorized`` by an atomic rename, so an MDS reading the directory never sees half a file."""
+    from agents.keys import create_keypair
+
+    keys = EmulationKeys(Path(root) / KEYS_DIR)
+    keys.authorized.mkdir(parents=True, exist_ok=True)
+    if not keys.mds_secret.exists():
+        create_keypair(keys.root, "mds", force=True)
+    for oss_id in oss_ids:
+        if not keys.agent_secret(oss_id).exists():
+            create_keypair(keys.root / "agents", oss_id, force=True)
+        public = keys.authorized / f"{oss_id}.key"
+        if not public.exists():
+            tmp = keys.authorized / f".{oss_id}.tmp"
+            tmp.write_bytes((keys.root / "agents" / f"{oss_id}.key").read_bytes())
+            os.replace(tmp, public)
+    return keys
 MDT = "MDT0000"
 #: Lustre's default precreate limit (OST_MAX_PRECREATE): max_create_count when creation is allowed.
 MAX_CREATE_COUNT = 20000

@@ -28,8 +28,13 @@ AGENT_STATES = ("active", "degraded", "nocreate", "readonly")
 V2_OST_FIELDS = ("state", "degraded", "no_precreate", "readonly")
 MAX_FRAME_BYTES = 4 * 1024 * 1024  # 10,000 OSTs of one OSS fit with room to spare
 INT64_MAX = 2**63 - 1
-#: Why a message was dropped; counted per cause.
-CAUSES = ("malformed", "version", "invalid", "unknown_oss", "replayed")
+#: Why a message was dropped; counted per cause. ``wrong_key``: its ``oss_id`` is not the one its CURVE key
+#: is bound to; ``future``: its ``time`` is further ahead of the MDS clock than the allowed skew.
+CAUSES = ("malformed", "version", "invalid", "unknown_oss", "replayed", "wrong_key", "future")
+#: Why one OST of an accepted message was left out; counted per cause. ``other_fs``: another file system
+#: than the MDS's; ``conflict``: its index is held by another OSS that is still fresh; ``bad_name``: the
+#: name is not ``FS-OSTxxxx`` with the message's index.
+OST_CAUSES = ("other_fs", "conflict", "bad_name")
 
 Text = Annotated[str, msgspec.Meta(min_length=1, max_length=255)]
 Count = Annotated[int, msgspec.Meta(ge=0, le=INT64_MAX)]

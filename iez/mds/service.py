@@ -38,13 +38,23 @@ from iez.db.engine import read
 from iez.db.stats import reserved_bytes
 from agents import AgentError
 from iez.mds.lustre_params import LustreParamsReader
-from iez.mds.messages import CAUSES, Rejected, decode
+from iez.mds.messages import CAUSES, MAX_FRAME_BYTES, OST_CAUSES, Rejected, decode
 from iez.mds.resources import NodeSampler, Usage
 from iez.mds.store import prune, store_batch
-from iez.mds.view import ClusterView
+from iez.mds.view import ClusterView, epoch
 from iez.placement import PlacementSettings, place_app
 
 log = logging.getLogger("iez.mds")
+
+#: ZMQ_MAXMSGSIZE: libzmq drops the connection of a peer announcing a bigger frame before buffering it
+#: (the CURVE box adds a few dozen bytes to the largest valid message).
+MAX_WIRE_BYTES = MAX_FRAME_BYTES + 4096
+DEFAULT_MAX_SKEW_S = 300.0
+LOG_EVERY_S = 60.0  # a refusal that repeats (same OSS, same cause) is logged once a minute
+
+
+class IngestConfigError(ValueError):
+    """The MDS cannot listen as configured (no keys and no --insecure, a bad key directory)."""
 
 
 @dataclass
@@ -67,6 +77,9 @@ class MdsConfig:
     allowed_oss: frozenset[str] | None = None
     curve_secret_key: Path | None = None  # the MDS's certificate (zmq.auth format)
     curve_authorized: Path | None = None  # directory of authorised agents' public certificates
+    insecure: bool = False  # listen without CURVE: anyone reaching the port may report for any OSS
+    max_skew_s: float = DEFAULT_MAX_SKEW_S  # a message's time may be this far ahead of the MDS clock
+    fsname: str | None = None  # the file system this MDS serves; None: learnt from the first accepted OST
     status_file: Path | None = None
     lustre_params: LustreParamsReader | None = None  # the MDS node's Lustre parameters; None: not read
     lustre_params_interval_s: float | None = None  # default: interval_s
@@ -84,6 +97,7 @@ class Counters:
     deferred: int = 0
     failed: int = 0
     refused: int = 0
+    osts_refused: Counter = field(default_factory=Counter)
 
 
 class MdsService:
@@ -114,28 +128,55 @@ class MdsService:
         self._last_allocation: float | None = None
         self._auth = None
         self.metrics = None  # iez.mds.metrics.MdsMetrics when --metrics-bind serves them
+        self.keys = None  # iez.mds.keys.OssKeys with CURVE
+        self.fsname: str | None = config.fsname or self.view.fsname()
+        self._limited: dict[tuple, float] = {}  # (cause, oss, detail) -> when last logged
 
     # -- lifecycle ------------------------------------------------------------------
     def stop(self) -> None:
         self._stop.set()
 
+    @property
+    def ingest(self) -> str:
+        return "curve" if self.config.curve_secret_key else "insecure"
+
+    def check_ingest(self):
+        """The MDS's key pair and the OSS keys, or :class:`IngestConfigError`; None when insecure by choice."""
+        cfg = self.config
+        if not cfg.curve_secret_key:
+            if cfg.insecure:
+                return None
+            raise IngestConfigError("iez mds needs CURVE keys: give --curve-secret-key FILE and --curve-authorized DIR "
+                                    "(iez-agent keys DIR NAME makes them), or --insecure to accept any sender")
+        from zmq.auth import load_certificate
+
+        from iez.mds.keys import OssKeys
+
+        try:
+            public, secret = load_certificate(str(cfg.curve_secret_key))
+        except (OSError, ValueError):
+            raise IngestConfigError(f"--curve-secret-key {cfg.curve_secret_key}: not a zmq certificate file") from None
+        if secret is None:
+            raise IngestConfigError(f"--curve-secret-key {cfg.curve_secret_key}: no secret-key in it "
+                                    f"(give the .key_secret file)")
+        if not cfg.curve_authorized:
+            raise IngestConfigError("--curve-secret-key needs --curve-authorized DIR with one OSS_ID.key per OSS")
+        self.keys = OssKeys(cfg.curve_authorized)
+        return public, secret
+
     def _socket(self, ctx: zmq.Context) -> zmq.Socket:
+        pair = self.check_ingest()
         sock = ctx.socket(zmq.SUB)
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.RCVHWM, 100_000)
+        sock.setsockopt(zmq.MAXMSGSIZE, MAX_WIRE_BYTES)
         sock.setsockopt(zmq.SUBSCRIBE, b"")
-        if self.config.curve_secret_key:
-            from zmq.auth import load_certificate
-            from zmq.auth.thread import ThreadAuthenticator
+        if pair is not None:
+            from iez.mds.keys import OssAuthenticator
 
-            public, secret = load_certificate(str(self.config.curve_secret_key))
-            if secret is None:
-                raise ValueError(f"{self.config.curve_secret_key}: not a secret certificate")
-            if not self.config.curve_authorized or not Path(self.config.curve_authorized).is_dir():
-                raise ValueError("CURVE needs --curve-authorized DIR with the agents' public certificates")
-            self._auth = ThreadAuthenticator(ctx)
+            public, secret = pair
+            self._auth = OssAuthenticator(ctx, self.keys)
             self._auth.start()
-            self._auth.configure_curve(domain="*", location=str(self.config.curve_authorized))
             sock.curve_secretkey, sock.curve_publickey, sock.curve_server = secret, public, True
         try:
             sock.bind(self.config.bind)
@@ -150,9 +191,23 @@ class MdsService:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 signal.signal(sig, lambda *_: self.stop())
         ctx = zmq.Context()
-        sock = self._socket(ctx)
+        try:
+            sock = self._socket(ctx)
+        except BaseException:
+            if self._auth:
+                self._auth.stop()
+            ctx.destroy(linger=0)
+            self._stop_writer()
+            raise
         log.info("listening on %s; %d OSS(s), %d OST(s) known from the DB (%d stale)", self.endpoint,
                  len(self.view.osses), len(self.view.osts), len(self.view.stale()))
+        if self.keys is not None:
+            log.info("ingest authenticated (CURVE): %d OSS key(s) in %s", len(self.keys.oss_ids()),
+                     self.config.curve_authorized)
+        else:
+            log.warning("ingest is INSECURE (--insecure): anyone who reaches %s can report for any OSS%s",
+                        self.endpoint, "" if self.config.allowed_oss is None else
+                        f" of the {len(self.config.allowed_oss)} in --oss-list")
         poller = zmq.Poller()
         poller.register(sock, zmq.POLLIN)
         next_check = next_status = next_params = time.monotonic()
@@ -202,27 +257,43 @@ class MdsService:
     def _drain(self, sock: zmq.Socket) -> None:
         for _ in range(self.config.batch_max):
             try:
-                frames = sock.recv_multipart(zmq.NOBLOCK)
+                frames = sock.recv_multipart(zmq.NOBLOCK, copy=False)
             except zmq.Again:
                 return
-            self.receive(frames)
+            # with CURVE, ZAP set the User-Id to the oss_id the sending key is bound to (iez.mds.keys)
+            sender = frames[0].get("User-Id") if self.keys is not None else None
+            self.receive([f.bytes for f in frames], sender=sender if self.keys is not None else None)
 
-    def receive(self, frames: list[bytes]) -> bool:
-        """Validate one message and queue it for storing; False when it was dropped."""
+    def receive(self, frames: list[bytes], sender: str | None = None) -> bool:
+        """Validate one message and queue it for storing; False when it was dropped.
+
+        ``sender``: the oss_id the CURVE key of the connection is bound to (None without CURVE).
+        """
+        now = time.time()
         try:
             report = decode(frames)
+            if self.keys is not None and report.oss_id != sender:
+                raise Rejected("wrong_key", f"message for OSS {report.oss_id!r} sent with the key of "
+                                            f"{sender or 'no OSS'!r}")
             if self.config.allowed_oss is not None and report.oss_id not in self.config.allowed_oss:
                 raise Rejected("unknown_oss", f"OSS {report.oss_id!r} is not in the configured list")
-            last = self.view.last_seq(report.oss_id)
-            if last is not None and report.seq <= last:
-                raise Rejected("replayed", f"OSS {report.oss_id!r} seq {report.seq} after {last}")
+            sample = epoch(report.time)
+            if sample > now + self.config.max_skew_s:
+                raise Rejected("future", f"OSS {report.oss_id!r} time {sample:.3f} is {sample - now:.0f} s ahead of "
+                                         f"the MDS clock (at most {self.config.max_skew_s:g} s)")
+            last = self.view.last_position(report.oss_id)
+            if last is not None and (sample, report.seq) <= last:
+                raise Rejected("replayed", f"OSS {report.oss_id!r} time {sample:.3f} seq {report.seq} is not after "
+                                           f"time {last[0]:.3f} seq {last[1]}")
         except Rejected as err:
             self.counters.dropped[err.cause] += 1
-            if err.cause not in self._logged_causes:
+            if err.cause in ("wrong_key", "future"):  # an OSS's misconfiguration or an attack: say it per OSS
+                self._log_limited((err.cause, sender), "dropping message (%s)", err)
+            elif err.cause not in self._logged_causes:
                 self._logged_causes.add(err.cause)
                 log.warning("dropping message (%s); further drops of this cause are only counted", err)
             return False
-        now = time.time()
+        report = self._claim_osts(report)
         received = datetime.fromtimestamp(now, timezone.utc).replace(tzinfo=None)
         old = self.view.osses.get(report.oss_id)
         was_stale = old is not None and old.stale
@@ -240,6 +311,53 @@ class MdsService:
         self._batch.append((report, received, in_series))
         self.counters.accepted += 1
         return True
+
+    def _log_limited(self, key: tuple, fmt: str, *args) -> None:
+        now = time.monotonic()
+        last = self._limited.get(key)
+        if last is not None and now - last < LOG_EVERY_S:
+            return
+        if len(self._limited) > 10_000:
+            self._limited = {k: t for k, t in self._limited.items() if now - t < LOG_EVERY_S}
+        self._limited[key] = now
+        log.warning(fmt + " (logged once a minute)", *args)
+
+    def _claim_osts(self, report):
+        """The report with only the OSTs this OSS may speak for: of the MDS's file system, named as their index,
+        and not held by another OSS that is still fresh. A stale holder's OST is taken over (failover)."""
+        from agents.lctl import ost_index
+
+        kept = []
+        for o in report.osts:
+            ident = ost_index(o.name)
+            if ident is None or ident[1] != o.index:
+                cause, why = "bad_name", f"name {o.name!r} is not FS-OSTxxxx with index {o.index}"
+            elif self.fsname is None:
+                self.fsname = ident[0]
+                log.info("serving file system %s (learnt from OSS %s)", self.fsname, report.oss_id)
+                cause = None
+            elif ident[0] != self.fsname:
+                cause, why = "other_fs", f"{o.name} is of file system {ident[0]}, this MDS serves {self.fsname}"
+            else:
+                cause = None
+            if cause is None:
+                holder = self.view.osts.get(o.index)
+                if holder is not None and holder.oss_id != report.oss_id:
+                    old = self.view.osses.get(holder.oss_id)
+                    if old is not None and not old.stale:
+                        cause, why = "conflict", f"OST {o.index} ({o.name}) is held by OSS {holder.oss_id}, which is fresh"
+                    else:
+                        log.warning("OST %d (%s) moves from OSS %s (stale) to OSS %s: failover", o.index, o.name,
+                                    holder.oss_id, report.oss_id)
+                        if old is not None:
+                            old.osts = tuple(i for i in old.osts if i != o.index)
+            if cause is None:
+                kept.append(o)
+                continue
+            self.counters.osts_refused[cause] += 1
+            self._log_limited((cause, report.oss_id, o.index), "refusing OST %d of OSS %s (%s): %s", o.index,
+                              report.oss_id, cause, why)
+        return report if len(kept) == len(report.osts) else replace(report, osts=kept)
 
     def _flush(self) -> None:
         """Hand the received reports to the writer thread (it stores while this thread decodes)."""
@@ -431,8 +549,12 @@ class MdsService:
             "endpoint": self.endpoint,
             "started": self.started,
             "time": time.time(),
+            "ingest": self.ingest,
+            "fsname": self.fsname,
             "messages": {"accepted": c.accepted, "stored": c.stored,
-                         "dropped": {cause: c.dropped.get(cause, 0) for cause in CAUSES}},
+                         "dropped": {cause: c.dropped.get(cause, 0) for cause in CAUSES},
+                         "osts_refused": {cause: c.osts_refused.get(cause, 0) for cause in OST_CAUSES},
+                         "handshakes_refused": self.keys.refused if self.keys is not None else 0},
             "osses": {"fresh": self.view.fresh(), "stale": self.view.stale(),
                       "last_seen": {o.oss_id: round(o.received, 3) for o in self.view.osses.values()},
                       "stale_since": {o.oss_id: round(o.stale_since, 3) for o in self.view.osses.values()

@@ -100,6 +100,20 @@ class ClusterView:
         state = self.osses.get(oss_id)
         return state.seq if state else None
 
+    def last_position(self, oss_id: str) -> tuple[float, int] | None:
+        """``(sample time, seq)`` of the OSS's last accepted report: messages are ordered by time, then seq,
+        so a huge forged ``seq`` cannot outrank a later sample, and an agent's restart (seq anew) is newer."""
+        state = self.osses.get(oss_id)
+        return (state.sample_time, state.seq) if state else None
+
+    def fsname(self) -> str | None:
+        """The file system of the OSTs in the view (the first by index), from their ``FS-OSTxxxx`` names."""
+        for o in sorted(self.osts.values(), key=lambda o: o.index):
+            fs, sep, _ = o.name.rpartition("-OST")
+            if sep and fs:
+                return fs
+        return None
+
     def apply(self, report: OssReport, received: float | None = None) -> None:
         received = time.time() if received is None else received
         sample = epoch(report.time)

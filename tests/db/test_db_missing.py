@@ -38,7 +38,7 @@ def commands(db: str, work: Path) -> dict[str, list[str]]:
         "learn --status": ["learn", "app", "--status", "--db", db],
         "learn --retrace": ["learn", "app", "--retrace", "--db", db],
         "learn --trace": ["learn", "app", "--trace", str(traces), "--db", db],
-        "mds": ["mds", "--db", db, "--bind", f"tcp://127.0.0.1:{free_port()}"],
+        "mds": ["mds", "--db", db, "--bind", f"tcp://127.0.0.1:{free_port()}", "--insecure"],
         "api": ["api", "--db", db, "--port", str(free_port())],
         "trace parse --store": ["trace", "parse", str(traces), "--store", "--app", "app", "--db", db],
         "trace import-darshan --store": ["trace", "import-darshan", str(DARSHAN_LOG), "--store", "--app", "app",

@@ -203,7 +203,9 @@ def test_lustre_policies_with_real_programs_on_an_emulated_cluster(backend, tmp_
     made = flow.iez("cluster", "emulate", "--cluster", str(desc), "--root", str(root), "--no-agents")
     assert made.returncode == 0, made.stderr
     # a generous staleness limit: a busy machine delaying one agent must not shrink the pool under the test
-    mds = Mds(db, tmp_path, "--lustre-params", str(root / "mds"), "--stale-intervals", "30")
+    mds = Mds(db, tmp_path, "--lustre-params", str(root / "mds"), "--stale-intervals", "30",
+              "--curve-secret-key", str(root / "keys" / "mds.key_secret"),  # made by emulate --no-agents
+              "--curve-authorized", str(root / "keys" / "authorized"))
     emulate = None
     try:
         mds.start()

@@ -16,6 +16,7 @@ from conftest import fresh_db, iez_cli
 from iez.config import database_url
 from iez.db.engine import make_engine, read, write_session
 from iez.db.requests import RequestIn, upsert_requests
+from iez.emulate.cluster import EmulationKeys, ensure_keys
 from mds_helpers import mds_factory  # noqa: F401 (fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,7 +25,8 @@ pytestmark = pytest.mark.timeout(240)
 
 def start_agent(root: Path, k: int, endpoint: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "agents.cli", "--root", str(root / f"oss{k}"), "--oss-id",
-                             f"oss{k}", "--mds", endpoint, "--interval", "1", "--fsname", "iezfs"],
+                             f"oss{k}", "--mds", endpoint, "--interval", "1", "--fsname", "iezfs",
+                             *EmulationKeys(root / "keys").agent_options(f"oss{k}")],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
@@ -35,8 +37,9 @@ def agent_pids(root: Path, k: int) -> list[int]:
 
 def test_agents_mds_and_db_on_an_emulated_cluster(tmp_path, mds_factory):
     db = fresh_db("sqlite", tmp_path, "e2e")
-    mds = mds_factory(db).start()
     root = tmp_path / "cluster"
+    # the MDS starts first, with the keys the emulation then finds and uses (authenticated as on a real cluster)
+    mds = mds_factory(db, *ensure_keys(root, ["oss0", "oss1", "oss2"]).mds_options()).start()
     emulate = subprocess.Popen([sys.executable, "-m", "iez.cli", "cluster", "emulate", "--root", str(root),
                                 "--oss", "3", "--osts-per-oss", "5", "--ost-size", "1G", "--mds", mds.endpoint,
                                 "--interval", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -127,7 +130,7 @@ def test_an_admins_change_on_a_running_emulation_reaches_iez_status(tmp_path, md
     root = tmp_path / "root"
     made = iez_cli("cluster", "emulate", "--cluster", str(desc), "--root", str(root), "--no-agents")
     assert made.returncode == 0, made.stderr
-    mds = mds_factory(db, "--lustre-params", str(root / "mds")).start()
+    mds = mds_factory(db, "--lustre-params", str(root / "mds"), *EmulationKeys(root / "keys").mds_options()).start()
     emulate = subprocess.Popen([sys.executable, "-m", "iez.cli", "cluster", "emulate", "--cluster", str(desc),
                                 "--root", str(root), "--mds", mds.endpoint, "--interval", "1"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -131,14 +131,16 @@ def test_stale_osses_are_left_out_of_allocation(tmp_path):
 
 def test_the_time_series_keeps_one_report_per_interval_and_the_live_rows_the_latest(tmp_path):
     import json as _json
+    import time
     from sqlalchemy import func
 
     from iez.db.models import OssStat, OstRow, OstStat
 
     db = fresh_db("sqlite", tmp_path, "mdsseries")
     svc = MdsService(make_engine(database_url(db)), MdsConfig(series_interval_s=60.0), sampler=IdleNode())
+    start = time.time() - 10  # five samples a second apart, none ahead of the MDS clock
     for seq in range(1, 6):
-        frame = {"schema": "iez.oss-stats", "version": 1, "oss_id": "oss0", "seq": seq, "time": 1.8e9 + seq,
+        frame = {"schema": "iez.oss-stats", "version": 1, "oss_id": "oss0", "seq": seq, "time": start + seq,
                  "cpu_pct": 1.0, "mem_pct": 1.0, "interval_s": 1.0,
                  "osts": [{"name": f"fs-OST{i:04x}", "index": i, "kbytes_total": 1000, "kbytes_avail": 900 - seq}
                           for i in range(3)]}
