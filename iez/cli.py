@@ -8,6 +8,18 @@ from importlib import import_module
 
 from iez import __version__
 
+DESCRIPTION = """\
+iez balances Lustre stripe placement across OSTs and OSSs: OSS agents report OST
+space, load and state to the MDS control loop, which allocates the layouts of
+the files an application will write; the preload library creates each file with
+its layout. Compare policies on the simulator, run the MDS and the REST API,
+watch the cluster, learn applications' requests from traces."""
+
+EPILOG = """\
+Start with: iez demo (the whole pipeline on an emulated cluster), iez simulate --list,
+iez status. Every command has --help. The interaction DB is IEZ_DB or --db (default
+$IEZ_STATE_DIR/iez.db). Operations: deploy/README.md."""
+
 #: Modules that contribute sub-commands; each has ``register(subparsers)``.
 COMMAND_MODULES = (
     "iez.commands.simulate",
@@ -26,12 +38,46 @@ COMMAND_MODULES = (
 )
 
 
+class DefaultsShown:
+    """Mixed into a parser's own formatter: an option with a default its help does not state gets
+    "(default: X)" appended, so every default shows in --help."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if (action.option_strings and "default" not in text and default not in (None, False, argparse.SUPPRESS)
+                and not (isinstance(default, (list, tuple)) and not default)
+                and not isinstance(action, (argparse._HelpAction, argparse._VersionAction))):
+            text += " (default: %(default)s)"
+        return text
+
+
+def _walk(parser: argparse.ArgumentParser):
+    yield parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):  # aliases map to the same parser
+                yield from _walk(sub)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="iez", description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = argparse.ArgumentParser(prog="iez", description=DESCRIPTION, epilog=EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"iez {__version__}")
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True,
+                                       help="one of these; iez COMMAND --help says more")
     for name in COMMAND_MODULES:
         import_module(name).register(subparsers)
+    for each in _walk(parser):
+        for action in each._actions:  # a command's --help opens with what the list of commands says of it
+            if isinstance(action, argparse._SubParsersAction):
+                for choice in action._choices_actions:
+                    sub = action.choices[choice.dest]
+                    if sub.description is None and choice.help:
+                        sub.description = choice.help[0].upper() + choice.help[1:] + "."
+        if not issubclass(each.formatter_class, DefaultsShown):
+            each.formatter_class = type(f"Defaults{each.formatter_class.__name__}",
+                                        (DefaultsShown, each.formatter_class), {})
     return parser
 
 

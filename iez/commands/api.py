@@ -26,7 +26,8 @@ def register(subparsers) -> None:
     parser.add_argument("--port", type=int, default=8177, help="TCP port (default 8177)")
     parser.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
     parser.add_argument("--access-log", action="store_true", help="log one line per request")
-    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
+                        help="least severe log records printed (default info)")
     parser.add_argument("--munge-socket", metavar="PATH", help="accept MUNGE credentials, checked by the munged "
                         "on this socket (default $IEZ_API_MUNGE_SOCKET; Debian's is /run/munge/munge.socket.2)")
     parser.add_argument("--user-tokens", metavar="FILE", help="accept the per-user tokens of FILE ('USER TOKEN' "

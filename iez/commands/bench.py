@@ -18,17 +18,17 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("bench", help="measure the allocators")
     sub = p.add_subparsers(dest="bench", metavar="WHAT", required=True)
     a = sub.add_parser("allocate", help="time one batch allocation",
-                       description="Allocate R equal requests on N OSTs spread over M OSS (OSTs 10-60%% full, "
+                       description="Allocate R equal requests on N OSTs spread over M OSS (OSTs 10-60% full, "
                        "seeded) and print the time, peak memory and OSTCost.")
-    a.add_argument("--osts", type=int, required=True)
-    a.add_argument("--oss", type=int, required=True)
-    a.add_argument("--requests", type=int, required=True)
+    a.add_argument("--osts", type=int, required=True, help="OSTs in the synthetic cluster")
+    a.add_argument("--oss", type=int, required=True, help="OSSs the OSTs are spread over")
+    a.add_argument("--requests", type=int, required=True, help="write requests (files) allocated in one batch")
     a.add_argument("--stripe-count", type=int, required=True, help="stripes per file; -1 means all OSTs")
-    a.add_argument("--policy", required=True, choices=POLICY_NAMES)
+    a.add_argument("--policy", required=True, choices=POLICY_NAMES, help="the allocator timed")
     a.add_argument("--file-size", default="4G", help="bytes per file (default 4G)")
     a.add_argument("--ost-size", default="100T", help="OST capacity (default 100T)")
-    a.add_argument("--seed", type=int, default=0)
-    a.add_argument("--json", action="store_true")
+    a.add_argument("--seed", type=int, default=0, help="seed of the OSTs' fill (default 0)")
+    a.add_argument("--json", action="store_true", help="print one JSON object")
     a.set_defaults(handler=main)
 
 

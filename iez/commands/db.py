@@ -60,7 +60,7 @@ def register(subparsers) -> None:
     down.set_defaults(handler=_downgrade)
     cur = actions.add_parser("current", help="print the schema revision of the database and the one iez needs")
     add_db_option(cur)
-    cur.add_argument("--json", action="store_true")
+    cur.add_argument("--json", action="store_true", help="print one JSON object")
     cur.set_defaults(handler=_current)
 
 

@@ -33,7 +33,7 @@ def register(subparsers) -> None:
         description="Print the layout PATH has: stripe size, stripe count, OSTs, and the pool and components "
         "(PFL extents) when it has them. For a directory, its default layout (what files created in it get), "
         "marked as a default. Exits 1 when there is none.")
-    show.add_argument("path", metavar="PATH")
+    show.add_argument("path", metavar="PATH", help="a file on Lustre or with an emulated layout")
     show.add_argument("--json", action="store_true",
                       help="print {file, stripe_size, stripe_count, osts, source} and pool, components, "
                       "default when set")
@@ -44,7 +44,7 @@ def register(subparsers) -> None:
         "(or, without lfs, the lustre.lov attribute), elsewhere as the emulated layout attribute the placement "
         "library reads. A default is a template: stripe counts, sizes and pools, no OSTs. A stripe size not "
         "given stays open: Lustre uses the file system's, iez chooses its own.")
-    setd.add_argument("dir", metavar="DIR")
+    setd.add_argument("dir", metavar="DIR", help="the directory whose default layout is set")
     what = setd.add_mutually_exclusive_group(required=True)
     what.add_argument("--layout", metavar="JSON",
                       help='a template: {"components": [{"end", "stripe_count", "stripe_size", "pool", "pattern"}], '
@@ -63,7 +63,7 @@ def register(subparsers) -> None:
         "RAID-0 (a composite layout: each component's extent over its own OSTs; Data-on-MDT bytes apart as "
         "mdt_bytes) and print the bytes each OST holds and OSTCost (max/mean over the pool; 1.0 is perfect). "
         "Exits 1 when some entries could not be read (they are listed on stderr).")
-    use.add_argument("dir", metavar="DIR")
+    use.add_argument("dir", metavar="DIR", help="the directory whose files are counted (recursively)")
     use.add_argument("--json", action="store_true", help="print one JSON object")
     use.add_argument("--osts", type=int, metavar="N", help="the pool is OSTs 0..N-1 (default: the OSTs seen)")
     use.add_argument("--ost-size", metavar="SIZE", help="every OST's capacity (e.g. 10G); adds util per OST")

@@ -29,9 +29,9 @@ def register(subparsers) -> None:
     export.add_argument("--json", action="store_true", help="print {path, app, entries, bytes, seconds}")
     export.set_defaults(handler=_export)
     show = actions.add_parser("show", help="print a layout map's header, or the layout it holds for a path")
-    show.add_argument("file", metavar="FILE")
+    show.add_argument("file", metavar="FILE", help="a layout map (.cdb) written by iez map export or the MDS")
     show.add_argument("--path", help="print the entry of this absolute path (exit 1 when the map has none)")
-    show.add_argument("--json", action="store_true")
+    show.add_argument("--json", action="store_true", help="print one JSON object")
     show.set_defaults(handler=_show)
 
 

@@ -55,7 +55,7 @@ def register(subparsers) -> None:
                    "prediction does not name")
     _add_model_options(p)
     _add_threshold(p)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
     add_db_option(p)
     p.set_defaults(handler=_learn)
 

@@ -96,7 +96,7 @@ def _add_synth(actions) -> None:
         description="Write K runs of a synthetic workload with the paper's sizes into OUT/run-0001, "
         "OUT/run-0002, ...: one iez-trace.*.csv per rank, the job column holding the run's name "
         "(iez.predict.synth says how the sizes and names are made).")
-    p.add_argument("--workload", required=True, choices=WORKLOADS)
+    p.add_argument("--workload", required=True, choices=WORKLOADS, help="the application pattern traced")
     p.add_argument("--ranks", type=int, required=True, metavar="N", help="MPI processes")
     p.add_argument("--runs", type=int, default=5, metavar="K", help="runs to write (default 5)")
     p.add_argument("--out", required=True, metavar="DIR", help="directory to write the runs into")
