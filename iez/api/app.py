@@ -7,15 +7,19 @@ from contextlib import asynccontextmanager
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from sqlalchemy import Engine
-from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import DataError, IntegrityError, OperationalError, SQLAlchemyError
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from iez import __version__
 from iez.allocate import AllocationError
 from iez.api import deps
 from iez.api.auth import Authenticator
 from iez.api.fastpath import LookupFastPath
+from iez.api.guard import WriteGuard
+from iez.api.healthcheck import HealthCheck, min_free_from_env
+from iez.api.limits import BodyLimit, max_body_from_env
 from iez.api.metrics import ApiMetrics, MetricsMiddleware
 from iez.api.routers import allocations, apps, health, oss, osts, requests, stats
 from iez.config import Settings, describe, settings as env_settings
@@ -28,9 +32,14 @@ from iez.db.requests import NotFound
 log = logging.getLogger("iez.api")
 
 
-def create_app(settings: Settings | None = None, engine: Engine | None = None) -> FastAPI:
-    """The API over ``settings.db``; raises :class:`~iez.db.SchemaOutOfDate` if the schema is not current."""
+def create_app(settings: Settings | None = None, engine: Engine | None = None,
+               max_body: int | None = None) -> FastAPI:
+    """The API over ``settings.db``; raises :class:`~iez.db.SchemaOutOfDate` if the schema is not current.
+
+    ``max_body`` is the request body limit in bytes (default ``IEZ_API_MAX_BODY``, 64 MiB: :mod:`iez.api.limits`).
+    """
     settings = settings or env_settings()
+    max_body = max_body or max_body_from_env()
     auth = Authenticator(settings)  # refuses a tokens file or socket it cannot use before anything starts
     engine = engine or open_db(settings)
     if settings.api_token is None:
@@ -39,9 +48,12 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
     if settings.reads == "open":
         log.warning("IEZ_API_READS=open: anyone who reaches the API reads every application's layouts")
 
+    health_check = HealthCheck(engine, min_free_from_env())
+
     @asynccontextmanager
     async def lifespan(_app: FastAPI):
         yield
+        health_check.dispose()
         engine.dispose()
 
     app = FastAPI(
@@ -53,6 +65,7 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
     )
     app.state.settings = settings
     app.state.engine = engine
+    app.state.health = health_check
     app.state.metrics = ApiMetrics()
     app.state.reader = LayoutReader(engine)
     app.state.auth = auth
@@ -72,6 +85,9 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
     app.add_middleware(LookupFastPath, reader=app.state.reader,
                        token=settings.api_token if settings.reads == "token" else None,
                        auth=auth if settings.reads == "owner" else None, owned=app.state.owned)
+    # Writes are authenticated, and bodies measured, before anything reads them (the fast path included).
+    app.add_middleware(WriteGuard)
+    app.add_middleware(BodyLimit, limit=max_body)
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
     log.info("serving interaction DB %s (reads %s)", describe(engine.url), settings.reads)
     return app
@@ -125,8 +141,30 @@ def _add_error_handlers(app: FastAPI) -> None:
     async def conflict(_request: Request, exc: IntegrityError) -> JSONResponse:
         return JSONResponse({"detail": f"conflicting write, retry: {str(exc.orig).splitlines()[0]}"}, status_code=409)
 
+    @app.exception_handler(DataError)
+    async def out_of_range(_request: Request, exc: DataError) -> JSONResponse:
+        reason = str(getattr(exc, "orig", None) or exc).splitlines()[0]
+        return JSONResponse({"detail": f"a value does not fit the interaction DB: {reason}"}, status_code=422)
+
     @app.exception_handler(SQLAlchemyError)
     async def db_error(_request: Request, exc: SQLAlchemyError) -> JSONResponse:
-        log.exception("database error")
-        reason = str(getattr(exc, "orig", None) or exc).splitlines()[0]
-        return JSONResponse({"detail": f"database error: {reason}"}, status_code=500)
+        # Anything else the DB refuses (a dropped table, a refused privilege, a full disk) is the DB's state,
+        # not the request's: 503 naming the cause, so clients retry and operators see what broke.
+        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+        log.error("interaction DB error: %s", reason)
+        return JSONResponse({"detail": f"interaction DB {describe(app.state.engine.url)} cannot serve this: "
+                                       f"{reason}"}, status_code=503, headers={"Retry-After": "5"})
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_request: Request, exc: StarletteHTTPException) -> Response:
+        if exc.status_code in (204, 304):
+            return Response(status_code=exc.status_code, headers=exc.headers)
+        detail = exc.detail
+        if isinstance(exc.__cause__, RecursionError):  # FastAPI's "error parsing the body", said plainly
+            detail = "invalid JSON: nested too deeply"
+        return JSONResponse({"detail": detail}, status_code=exc.status_code, headers=exc.headers)
+
+    @app.exception_handler(Exception)
+    async def bug(_request: Request, exc: Exception) -> JSONResponse:
+        # A bug: still a JSON answer naming it (the traceback goes to the log, not to the client).
+        return JSONResponse({"detail": f"internal error: {type(exc).__name__}: {exc}"[:500]}, status_code=500)

@@ -1,7 +1,8 @@
 """Request and response bodies of the REST API, in one place.
 
 Limits follow Lustre and the database: absolute paths up to 4096 bytes, byte
-counts below 2^63, stripe counts 1..2000 or -1 (all OSTs), OST indices 0..65535,
+counts below 2^63 (OST sizes up to 2^42 KiB and announced file sizes up to 2^55
+bytes, so that the sums the allocator and the DB form stay below 2^63), stripe counts 1..2000 or -1 (all OSTs), OST indices 0..65535,
 pool names as Lustre's (up to 15 letters, digits, ``_`` or ``-``). A request's
 ``components`` is the contract's PFL template (``[{"end", "stripe_count",
 "stripe_size", "pool"}, ...]``, checked by :func:`iez.layout.model.components_from_json`);
@@ -24,6 +25,11 @@ from iez.model import check_pool_name
 
 INT64_MAX = 2**63 - 1
 INT32_MAX = 2**31 - 1
+#: The largest OST (4 PiB, in KiB): its bytes, and those of 10,000 such OSTs summed, stay within a 64-bit column.
+MAX_OST_KBYTES = 2**42
+#: The largest file a request may announce (32 PiB, above Lustre's largest file): 256 of them on one OST
+#: still sum within a 64-bit column.
+MAX_FILE_BYTES = 2**55
 
 
 def _encodable(text: str) -> str:
@@ -90,8 +96,8 @@ class OstStats(BaseModel):
     model_config = Strict
     name: Text = Field(description="Lustre target name, e.g. fs-OST0001")
     index: int = Field(ge=0, le=65535, description="OST index (1 for OST0001)")
-    kbytes_total: int = Field(gt=0, le=INT64_MAX)
-    kbytes_avail: Bytes
+    kbytes_total: int = Field(gt=0, le=MAX_OST_KBYTES, description="KiB, at most 2^42 (4 PiB)")
+    kbytes_avail: int = Field(ge=0, le=MAX_OST_KBYTES, description="KiB, at most kbytes_total")
     read_bytes: Bytes | None = None
     write_bytes: Bytes | None = None
     # message version 2 (agents/SCHEMA.md): the state the OSS reports, and the switches it read
@@ -155,7 +161,7 @@ class StatsStored(BaseModel):
 class WriteRequestIn(BaseModel):
     model_config = Strict
     file: FilePath
-    write_bytes: Bytes
+    write_bytes: int = Field(ge=0, le=MAX_FILE_BYTES, description="bytes the file will receive, at most 2^55 (32 PiB)")
     stripe_count: StripeCount
     rank: int = Field(default=0, ge=-1, le=INT32_MAX, description="MPI rank; -1 for a file several ranks share")
     stripe_size: int | None = Field(default=None, gt=0, le=INT64_MAX)
@@ -226,5 +232,27 @@ class LookupOut(BaseModel):
     missing: list[str]
 
 
+class FieldProblem(BaseModel):
+    field: str = Field(description="where in the request, e.g. requests[0].write_bytes")
+    message: str
+
+
 class Problem(BaseModel):
+    """Every error answer: what is wrong in one line; ``errors`` per field for an invalid request (422)."""
+
     detail: str
+    errors: list[FieldProblem] | None = None
+
+
+class HealthPart(BaseModel):
+    ok: bool
+    detail: str | None = Field(default=None, description="what is wrong, when not ok")
+    free_bytes: int | None = Field(default=None, description="disk: bytes free where the SQLite file is")
+
+
+class Health(BaseModel):
+    status: Literal["ok", "unhealthy"]
+    db: str
+    checks: dict[str, HealthPart] = Field(description="reachable, writable and (SQLite) disk")
+    seconds: float | None = None
+    detail: str | None = Field(default=None, description="the unhealthy parts and why, when not ok")

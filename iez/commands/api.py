@@ -32,6 +32,9 @@ def register(subparsers) -> None:
                         "on this socket (default $IEZ_API_MUNGE_SOCKET; Debian's is /run/munge/munge.socket.2)")
     parser.add_argument("--user-tokens", metavar="FILE", help="accept the per-user tokens of FILE ('USER TOKEN' "
                         "lines, no access for others; default $IEZ_API_USER_TOKENS)")
+    parser.add_argument("--max-body", metavar="SIZE", help="refuse request bodies larger than SIZE with 413, before "
+                        "reading them (bytes, or with k, M or G; default $IEZ_API_MAX_BODY, else 64M: room for "
+                        "100,000 requests in one POST /v1/requests)")
     parser.set_defaults(handler=_serve)
 
 
@@ -40,6 +43,7 @@ def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from iez.api import create_app
+    from iez.api.limits import ENV_MAX_BODY, max_body_from_env, parse_size
 
     if not 0 <= args.port <= 65535:
         raise ValueError(f"--port {args.port} is outside 0..65535")
@@ -52,7 +56,8 @@ def _serve(args: argparse.Namespace) -> int:
         settings = dataclasses.replace(settings, **users)
         if not os.environ.get("IEZ_API_READS"):
             settings = dataclasses.replace(settings, reads="owner")
-    app = create_app(settings)  # checks the schema and the user credentials before binding the port
+    max_body = parse_size(args.max_body, "--max-body") if args.max_body else max_body_from_env()
+    app = create_app(settings, max_body=max_body)  # checks the schema and the user credentials before binding the port
     from iez.cli import check_bind
 
     check_bind(args.host, args.port)  # a busy or unresolvable address: one line, exit 2
@@ -61,6 +66,7 @@ def _serve(args: argparse.Namespace) -> int:
         uvicorn.run(app, **options)
     else:
         os.environ["IEZ_DB"] = settings.db  # the workers read their settings from the environment
+        os.environ[ENV_MAX_BODY] = str(max_body)
         for name, value in (("IEZ_API_MUNGE_SOCKET", settings.munge_socket),
                             ("IEZ_API_USER_TOKENS", settings.user_tokens), ("IEZ_API_READS", settings.reads)):
             if value:

@@ -18,6 +18,14 @@ too rare for it to cost anything. Lookups never take it.
 MariaDB connections are checked before use (``pool_pre_ping``) and recycled,
 so a restarted server costs at most one retried read (:func:`read`).
 
+Nothing waits on the database without bound: a MariaDB connection gives up
+after ``connect_timeout`` (5 s) to connect and ``read_timeout`` /
+``write_timeout`` (15 s) for an answer or a send (:data:`MARIADB_TIMEOUTS`; a
+URL's own ``?read_timeout=60`` wins), so a stalled server costs a caller a
+bounded wait and then :class:`DatabaseUnavailable`; SQLite waits at most
+``SQLITE_BUSY_S`` (30 s) for another writer's lock. :func:`make_probe` gives the
+short-fused, unpooled engine ``/healthz`` checks with.
+
 Opening never creates. Every SQLite connection (engines and the lookup path
 alike, :func:`open_sqlite`) opens the file with ``mode=rw``, so a missing file
 or directory is refused with :class:`DatabaseMissing` instead of appearing
@@ -40,6 +48,7 @@ from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import Session
+from sqlalchemy.pool import NullPool
 
 from iez.config import describe
 
@@ -103,14 +112,25 @@ def is_sqlite(engine: Engine | Connection) -> bool:
     return engine.dialect.name == "sqlite"
 
 
+#: mysqlclient's time-outs in seconds: to connect, and to wait for each answer from (or send to) the server.
+MARIADB_TIMEOUTS = {"connect_timeout": 5, "read_timeout": 15, "write_timeout": 15}
+#: How long a SQLite connection waits for another writer's lock before "database is locked".
+SQLITE_BUSY_S = 30.0
+
+
+def mariadb_timeouts(url: URL, **override: int) -> dict[str, int]:
+    """:data:`MARIADB_TIMEOUTS` (with ``override``) less those the URL sets itself (``?read_timeout=60``)."""
+    return {k: v for k, v in {**MARIADB_TIMEOUTS, **override}.items() if k not in url.query}
+
+
 def make_engine(url: URL) -> Engine:
-    """A new engine for ``url`` with iez's connection rules (WAL, pre-ping, write lock).
+    """A new engine for ``url`` with iez's connection rules (WAL, pre-ping, write lock, time-outs).
 
     Connecting never creates the database (see :func:`open_sqlite`); create it
     first with :func:`iez.db.schema.ensure_database` (``upgrade`` does).
     """
     if url.get_backend_name() == "sqlite":
-        engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False}, pool_size=8)
+        engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_S, "check_same_thread": False}, pool_size=8)
         _sqlite_rules(engine)
         return engine
     return create_engine(
@@ -120,8 +140,20 @@ def make_engine(url: URL) -> Engine:
         pool_size=8,
         max_overflow=16,
         isolation_level="READ COMMITTED",
-        connect_args={"connect_timeout": 5},
+        connect_args=mariadb_timeouts(url),
     )
+
+
+def make_probe(url: URL, timeout_s: int = 2) -> Engine:
+    """An engine for health checks: a new connection per check (a stale pooled one proves nothing) that
+    gives up after ``timeout_s`` to connect, to get an answer, or (SQLite) to get the write lock."""
+    if url.get_backend_name() == "sqlite":
+        engine = create_engine(url, poolclass=NullPool,
+                               connect_args={"timeout": float(timeout_s), "check_same_thread": False})
+        _sqlite_rules(engine)
+        return engine
+    timeouts = {"connect_timeout": timeout_s, "read_timeout": timeout_s, "write_timeout": timeout_s}
+    return create_engine(url, poolclass=NullPool, isolation_level="READ COMMITTED", connect_args=timeouts)
 
 
 def engine_for(url: URL) -> Engine:

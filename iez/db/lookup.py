@@ -21,7 +21,7 @@ from typing import Callable, Sequence, TypeVar
 from sqlalchemy import Engine
 
 from iez.config import describe
-from iez.db.engine import ER_BAD_DB_ERROR, DatabaseUnavailable, error_code, missing, open_sqlite
+from iez.db.engine import ER_BAD_DB_ERROR, DatabaseUnavailable, error_code, mariadb_timeouts, missing, open_sqlite
 from iez.db.models import parse_osts
 from iez.layout.emulated import parse_attr
 from iez.layout.model import component_json
@@ -80,7 +80,7 @@ class LayoutReader:
             conn = open_sqlite(args[0], **{**kwargs, "timeout": 30, "check_same_thread": False})
             conn.isolation_level = None  # autocommit: each SELECT reads the latest commit
         else:
-            conn = dbapi.connect(*args, **{**kwargs, "connect_timeout": 5})
+            conn = dbapi.connect(*args, **{**kwargs, **mariadb_timeouts(self._url)})
             conn.autocommit(True)
         return conn
 

@@ -100,7 +100,7 @@ def test_unknown_things_answer_404_in_json(api):
 def test_requests_that_do_not_fit_answer_409_and_store_nothing(api):
     app = unique("huge")
     api.post("/v1/requests", json={"app": app, "requests": [
-        {"file": f"/lustre/{app}/x", "write_bytes": 2**62, "stripe_count": 1, "rank": 0}]})
+        {"file": f"/lustre/{app}/x", "write_bytes": 2**55, "stripe_count": 1, "rank": 0}]})
     answer = api.post("/v1/allocate", json={"app": app, "policy": POLICY})
     assert answer.status_code == 409 and f"/lustre/{app}/x" in answer.json()["detail"]
     assert api.get(f"/v1/apps/{app}").json()["pending"] == 1
@@ -111,6 +111,7 @@ def test_requests_that_do_not_fit_answer_409_and_store_nothing(api):
     ({"file": "/" + "x" * 4096, "write_bytes": 1, "stripe_count": 1, "rank": 0}, "requests[0].file"),
     ({"file": "/ok", "write_bytes": -1, "stripe_count": 1, "rank": 0}, "requests[0].write_bytes"),
     ({"file": "/ok", "write_bytes": 2**63, "stripe_count": 1, "rank": 0}, "requests[0].write_bytes"),
+    ({"file": "/ok", "write_bytes": 2**55 + 1, "stripe_count": 1, "rank": 0}, "requests[0].write_bytes"),
     ({"file": "/ok", "write_bytes": 1, "stripe_count": 0, "rank": 0}, "requests[0].stripe_count"),
     ({"file": "/ok", "write_bytes": 1, "stripe_count": 2001, "rank": 0}, "requests[0].stripe_count"),
     ({"file": "/ok", "write_bytes": 1, "stripe_count": -2, "rank": 0}, "requests[0].stripe_count"),
@@ -128,7 +129,7 @@ def test_invalid_requests_answer_422_naming_the_field(api, request_item, field):
 def test_limits_themselves_are_accepted(api):
     path = "/" + "p" * 4095  # 4096 bytes exactly
     answer = api.post("/v1/requests", json={"app": unique("lim"), "requests": [
-        {"file": path, "write_bytes": 2**63 - 1, "stripe_count": 2000, "rank": 0},
+        {"file": path, "write_bytes": 2**55, "stripe_count": 2000, "rank": 0},
         {"file": "/lustre/all", "write_bytes": 0, "stripe_count": -1, "rank": 2**31 - 1}]})
     assert answer.status_code == 201, answer.text
     assert api.get("/v1/allocations", params={"path": path}).status_code == 404

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Response
+from fastapi import APIRouter, Depends, Request, Response
+from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from sqlalchemy import Engine, func, select, text
+from sqlalchemy import Engine, func, select
 
 from iez.api import deps
 from iez.api.metrics import ApiMetrics
-from iez.config import Settings, describe
+from iez.api.schemas import Health
+from iez.config import Settings
 from iez.db.engine import DatabaseUnavailable, read
 from iez.db.models import OssRow, utcnow
 from iez.db.stats import stale_oss_count
@@ -17,11 +19,13 @@ from iez.freshness import StaleRule
 router = APIRouter(tags=["health"])
 
 
-@router.get("/healthz")
-def healthz(engine: Engine = Depends(deps.engine)) -> dict:
-    """200 when the interaction DB answers; 503 with the reason when it does not."""
-    read(engine, lambda conn: conn.execute(text("SELECT 1")).scalar())
-    return {"status": "ok", "db": describe(engine.url)}
+@router.get("/healthz", response_model=Health, responses={
+    503: {"model": Health, "description": "a part is unhealthy: `detail` and `checks` say which and why"}})
+async def healthz(request: Request) -> JSONResponse:
+    """200 when the interaction DB is reachable, takes a write and (SQLite) has room, all within 3 s; 503 naming
+    the part that is not (``checks``: ``reachable``, ``writable``, ``disk``; :mod:`iez.api.healthcheck`)."""
+    healthy, answer = await request.app.state.health.run()
+    return JSONResponse(answer, status_code=200 if healthy else 503, headers={} if healthy else {"Retry-After": "5"})
 
 
 @router.get("/metrics", response_class=Response)

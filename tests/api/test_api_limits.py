@@ -1,0 +1,159 @@
+"""The API cannot be starved: oversized bodies are refused before they are read, writes are authenticated
+before their body is read, deep or extreme JSON gets a 4xx, never a 500 (issue 15). Real ``iez api``
+processes on real sockets; memory from /proc."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+
+from api_limits_helpers import Upload, rss_kib
+from conftest import API_TOKEN, Server, fresh_db
+
+MB = 1_000_000
+TOKEN = {"Authorization": f"Bearer {API_TOKEN}"}
+NESTED = {"array": b"[" * 2000 + b"]" * 2000, "object": b'{"a":' * 2000 + b"1" + b"}" * 2000}
+
+
+@pytest.fixture(scope="module")
+def limited(tmp_path_factory):
+    """A server with a 1 MiB body limit (IEZ_API_MAX_BODY), so chunked bodies can pass it cheaply."""
+    srv = Server(fresh_db("sqlite", tmp_path_factory.mktemp("limits"), "limits"), env={"IEZ_API_MAX_BODY": "1M"})
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="module")
+def default(tmp_path_factory):
+    """A server with the default limit (64 MiB)."""
+    srv = Server(fresh_db("sqlite", tmp_path_factory.mktemp("default"), "default"))
+    yield srv
+    srv.stop()
+
+
+@pytest.mark.parametrize("path, headers", [("/v1/requests", TOKEN), ("/v1/requests", {}),
+                                           ("/v1/allocations/lookup", {})])
+def test_a_100_mb_body_gets_413_at_once_and_is_never_read(default, path, headers):
+    before = rss_kib(default.proc.pid, "VmHWM")
+    upload = Upload(default.url, path, headers, 100 * MB)
+    try:
+        status, raw, seconds = upload.answer()
+        assert status == 413, raw
+        assert "larger than the limit of 67108864 bytes" in json.loads(raw.partition(b"\r\n\r\n")[2])["detail"]
+        assert b"connection: close" in raw.lower()
+        assert upload.closed_by_server()
+        # Refused before being read: the answer came while most of the body was still unsent, and the server
+        # closed the connection instead of taking the rest.
+        assert upload.sent < 20 * MB, upload.sent
+        assert seconds < 1.0, seconds  # typically 1 ms; the bound is 100 ms, with slack for a busy machine
+    finally:
+        upload.close()
+    growth = rss_kib(default.proc.pid, "VmHWM") - before
+    assert growth < 50 * 1024, f"peak RSS grew by {growth} KiB"
+
+
+@pytest.mark.parametrize("path, headers", [("/v1/requests", TOKEN), ("/v1/stats", TOKEN),
+                                           ("/v1/allocations/lookup", {})])
+def test_a_chunked_body_is_cut_at_the_limit(limited, path, headers):
+    upload = Upload(limited.url, path, headers, 50 * MB, chunked=True)
+    try:
+        status, raw, _ = upload.answer()
+        assert status == 413, raw
+        assert upload.closed_by_server()
+        assert upload.sent < 20 * MB, upload.sent
+    finally:
+        upload.close()
+
+
+def test_a_body_within_the_limit_is_served(limited):
+    paths = [f"/lustre/within/{i:06d}" for i in range(20_000)]  # ~0.5 MB of JSON
+    with limited.client() as api:
+        answer = api.post("/v1/allocations/lookup", json={"paths": paths})
+        assert answer.status_code == 200 and len(answer.json()["missing"]) == 20_000
+        big = api.post("/v1/allocations/lookup", json={"paths": paths * 3})  # ~1.5 MB
+        assert big.status_code == 413 and "IEZ_API_MAX_BODY" in big.json()["detail"]
+
+
+def test_100000_requests_fit_the_default_limit(default):
+    requests = [{"file": f"/lustre/project/run/output.{i:06d}", "write_bytes": 1 << 30, "stripe_count": 4,
+                 "rank": i % 4096} for i in range(100_000)]
+    with default.client() as api:
+        answer = api.post("/v1/requests", json={"app": "hundred-thousand", "requests": requests}, timeout=120)
+    assert answer.status_code == 201, answer.text[:300]
+    assert len(answer.json()["ids"]) == 100_000
+
+
+@pytest.mark.parametrize("path", ["/v1/requests", "/v1/stats", "/v1/allocate"])
+@pytest.mark.parametrize("token, status", [(None, 401), ("wrong-token", 403)])
+def test_writes_are_refused_before_their_body_is_read(default, path, token, status):
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    upload = Upload(default.url, path, headers, 30 * MB)  # within the limit: only the credential refuses it
+    try:
+        code, raw, seconds = upload.answer()
+        assert code == status, raw
+        assert upload.closed_by_server()
+        assert upload.sent < 20 * MB, upload.sent
+    finally:
+        upload.close()
+
+
+@pytest.mark.parametrize("shape", sorted(NESTED))
+@pytest.mark.parametrize("path", ["/v1/requests", "/v1/stats", "/v1/allocate", "/v1/allocations/lookup"])
+@pytest.mark.parametrize("headers", [{}, TOKEN], ids=["no-token", "token"])
+def test_deeply_nested_json_gets_a_4xx_not_a_500(default, shape, path, headers):
+    answer = httpx.post(default.url + path, content=NESTED[shape], timeout=30,
+                        headers={**headers, "Content-Type": "application/json"})
+    assert 400 <= answer.status_code < 500, answer.text
+    assert "detail" in answer.json()
+    assert "Traceback" not in answer.text
+
+
+def test_nesting_below_the_parser_limit_in_free_form_fields_gets_a_4xx(default):
+    deep: object = 1
+    for _ in range(900):
+        deep = {"a": deep}
+    with default.client() as api:
+        answer = api.post("/v1/requests", json={"app": "deep", "requests": [
+            {"file": "/lustre/deep", "write_bytes": 1, "stripe_count": 1, "rank": 0, "components": [deep]}]})
+    assert answer.status_code == 422, answer.text
+
+
+@pytest.mark.parametrize("field, value", [("kbytes_total", 2**63 - 1), ("kbytes_total", 2**42 + 1),
+                                          ("kbytes_avail", 2**63 - 1)])
+def test_ost_sizes_beyond_what_the_db_can_sum_get_422(default, field, value):
+    ost = {"name": "fs-OST0001", "index": 1, "kbytes_total": 2**42, "kbytes_avail": 2**40, field: value}
+    message = {"oss_id": "big", "seq": 1, "time": 1_700_000_000, "cpu_pct": 1, "mem_pct": 1, "osts": [ost]}
+    with default.client() as api:
+        answer = api.post("/v1/stats", json=message)
+    assert answer.status_code == 422 and field in answer.json()["detail"], answer.text
+
+
+def test_extreme_values_that_fit_are_served_without_a_5xx(default):
+    """The largest values the schemas take go through statistics, requests, allocation and every read."""
+    osts = [{"name": f"fs-OST{i:04x}", "index": i, "kbytes_total": 2**42, "kbytes_avail": 2**42,
+             "read_bytes": 2**63 - 1, "write_bytes": 2**63 - 1} for i in range(4)]
+    message = {"oss_id": "extreme", "seq": 2**63 - 1, "time": 1_700_000_000, "cpu_pct": 100, "mem_pct": 100,
+               "osts": osts}
+    with default.client() as api:
+        assert api.post("/v1/stats", json=message).status_code == 201
+        for policy in ("iez", "rr", "qos"):
+            app = f"extreme-{policy}"
+            answer = api.post("/v1/requests", json={"app": app, "requests": [
+                {"file": f"/lustre/{app}/{i}", "write_bytes": 2**55, "stripe_count": count, "rank": -1,
+                 "stripe_size": 2**63 - 1} for i, count in enumerate((1, -1, 4, 2000))]})
+            assert answer.status_code == 201, answer.text
+            answer = api.post("/v1/allocate", json={"app": app, "policy": policy})
+            assert answer.status_code in (200, 409), answer.text
+        for path in ("/v1/osts", "/v1/oss", "/metrics", "/v1/apps/extreme-rr", "/healthz"):
+            assert api.get(path).status_code == 200, path
+
+
+def test_rank_minus_one_is_a_shared_file(default):
+    with default.client() as api:
+        answer = api.post("/v1/requests", json={"app": "shared", "requests": [
+            {"file": "/lustre/shared/ssf", "write_bytes": 1 << 30, "stripe_count": 8, "rank": -1}]})
+        assert answer.status_code == 201, answer.text
+        assert api.get("/v1/apps/shared").json()["requests"][0]["rank"] == -1
+
