@@ -75,6 +75,8 @@ def run_case(root: Path, workload: str, ranks: int, noise: float, runs: int, fit
 
 
 def main(argv=None) -> int:
+    from iez.progress import note  # a line per step on stderr
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="exhaustive grid on a reduced set of cases only")
     parser.add_argument("--runs", type=int, default=5, help="runs per case (default 5)")
@@ -100,6 +102,7 @@ def main(argv=None) -> int:
         for workload in WORKLOADS:
             for n in ranks:
                 for noise in noises:
+                    note(f"aipa: {workload}, {n} ranks, noise {noise}", always=True)
                     row = run_case(root, workload, n, noise, args.runs, fitter, "fast")
                     rows.append(row)
                     acc = row["accuracy"]

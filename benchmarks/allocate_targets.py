@@ -36,6 +36,8 @@ def measure(osts: int, oss: int, requests: int, stripe_count: int, policy: str, 
 
 
 def main() -> int:
+    from iez.progress import note  # a line per step on stderr
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--timeout", type=float, default=120.0)
     parser.add_argument("--json", metavar="FILE")
@@ -44,6 +46,7 @@ def main() -> int:
     print(f"{'OSTs':>7} {'requests':>10} {'policy':<6} {'seconds':>8} {'target':>7} {'peak MiB':>9} {'I/O time':>9}")
     for k, (osts, oss, requests, count, target) in enumerate(INSTANCES):
         for policy in POLICIES[k]:
+            note(f"allocate: {osts:,} OSTs, {requests:,} requests, {policy}", always=True)
             row = measure(osts, oss, requests, count, policy, args.timeout)
             row["target_s"] = target if policy == "iez" else None
             rows.append(row)

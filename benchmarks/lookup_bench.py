@@ -180,6 +180,8 @@ def bench(backend: str, args: argparse.Namespace, workdir: Path) -> dict:
 
 
 def main() -> int:
+    from iez.progress import note  # a line per step on stderr
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backends", default="sqlite,mariadb")
     parser.add_argument("--allocations", type=int, default=100_000)
@@ -197,6 +199,7 @@ def main() -> int:
     results = []
     with tempfile.TemporaryDirectory(prefix="iez-bench-") as tmp:
         for backend in args.backends.split(","):
+            note(f"lookups: {backend.strip()}", always=True)
             results.append(bench(backend.strip(), args, Path(tmp)))
             if not args.json:
                 r = results[-1]

@@ -46,6 +46,8 @@ def probe_exe(tmp: Path) -> Path:
 
 
 def main() -> int:
+    from iez.progress import note  # a line per step on stderr
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--entries", type=int, default=1_000_000)
     parser.add_argument("--lookups", type=int, default=2_000_000)
@@ -55,11 +57,14 @@ def main() -> int:
 
     tmp = Path(tempfile.mkdtemp(prefix="iez-mapfmt-"))
     try:
+        note("map format: building the C probe", always=True)
         exe = probe_exe(tmp)
+        note(f"map format: {args.entries:,} entries", always=True)
         rows = entries(args.entries)
         (tmp / "paths").write_text("\n".join(e.path for e in rows[::max(1, len(rows) // 100_000)]) + "\n")
         results = []
 
+        note("map format: cdb build and lookups", always=True)
         t = time.perf_counter()
         info = write_map(tmp / "layouts.cdb", "bench", rows)
         cdb_build = time.perf_counter() - t
@@ -67,6 +72,7 @@ def main() -> int:
                                            str(args.lookups)], check=True, capture_output=True, text=True).stdout)
         results.append({"format": "cdb", "build_s": round(cdb_build, 2), "bytes": info["bytes"], **probe})
 
+        note("map format: lmdb build and lookups", always=True)
         t = time.perf_counter()
         items = sorted((e.path.encode(), encode_value(e)) for e in rows)
         env = lmdb.open(str(tmp / "layouts.lmdb"), map_size=1 << 34, subdir=True, lock=False)

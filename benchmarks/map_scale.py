@@ -110,6 +110,8 @@ def placed(out: Path, ranks: int) -> int:
 
 
 def main() -> int:
+    from iez.progress import note  # a line per step on stderr
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ranks", type=int, default=1024)
     parser.add_argument("--others", type=int, default=100_000, help="other allocations in the DB and the map")
@@ -141,6 +143,7 @@ def main() -> int:
         for r in range(args.rounds):
             order = list(cases) if r % 2 == 0 else list(cases)[::-1]
             for name in order:
+                note(f"map scale: round {r + 1}/{args.rounds}, {name}", always=True)
                 before = server_status(url)
                 with Watcher(url) as watcher:
                     seconds, ok, _ = launch(exe, args.ranks, out, cases[name])

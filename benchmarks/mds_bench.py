@@ -185,6 +185,8 @@ def allocation(tmp: Path, requests: int, osses: int = 125, per_oss: int = 8) -> 
 
 
 def main() -> int:
+    from iez.progress import note  # a line per step on stderr
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=50_000)
     parser.add_argument("--cpu-window", type=float, default=120.0)
@@ -194,6 +196,7 @@ def main() -> int:
     args = parser.parse_args()
     results = []
     for part in args.parts.split(","):
+        note(f"mds: {part}", always=True)
         with tempfile.TemporaryDirectory(prefix=f"iez-mds-{part}-") as tmp:
             if part == "ingest":
                 results.append(ingest(Path(tmp), args.messages))

@@ -69,6 +69,8 @@ def one_run(exe: Path, work: Path, traces: Path, files: int, lib: Path | None, m
 
 
 def main(argv: list[str] | None = None) -> int:
+    from iez.progress import note  # a line per step on stderr
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--files", type=int, default=1_000_000)
     ap.add_argument("--max-files", type=int, default=None, help="IEZ_TRACE_MAX_FILES (default: the library's)")
@@ -93,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
             sides = [("plain", None), *libs.items()]
             for r in range(args.rounds):
                 for name, lib in (sides if r % 2 == 0 else sides[::-1]):
+                    note(f"trace scale: round {r + 1}/{args.rounds}, {name}", always=True)
                     got = one_run(exe, scratch / "work", tmp / "traces", args.files, lib, args.max_files)
                     if name not in best or got["seconds"] < best[name]["seconds"]:
                         best[name] = got

@@ -94,12 +94,20 @@ def _emulate(args: argparse.Namespace) -> int:
         raise ValueError(f"--interval {args.interval} is outside 0.1..3600")
     data = [str(d) for d in (args.data or [args.root / "data"])]
     args.root.mkdir(parents=True, exist_ok=True)
-    if args.cluster:
-        layout = layout_from_description(args.root, data, args.cluster, args.fsname)
-    else:
-        layout = layout_from_counts(args.root, data, args.oss, args.osts_per_oss, parse_size(args.ost_size),
-                                    _fill(args.fill), args.seed, args.fsname)
-    create(layout)
+    from iez.progress import Progress
+
+    with Progress("emulated cluster") as progress:  # stderr, on a terminal only
+        progress.step("laying out the OSTs")
+        if args.cluster:
+            layout = layout_from_description(args.root, data, args.cluster, args.fsname)
+        else:
+            layout = layout_from_counts(args.root, data, args.oss, args.osts_per_oss, parse_size(args.ost_size),
+                                        _fill(args.fill), args.seed, args.fsname)
+        progress.step(f"creating the parameter trees of {len(layout.osts)} OSTs")
+        create(layout)
+        if not args.insecure:
+            progress.step(f"CURVE keys for the MDS and {len(layout.oss_ids)} OSS")
+            ensure_keys(layout.root, layout.oss_ids)
     total_gib = sum(o.kbytes_total for o in layout.osts) / (1 << 20)
     print(f"emulated cluster: {len(layout.osses)} OSS, {len(layout.osts)} OSTs, {total_gib:.3g} GiB under "
           f"{layout.root}; data in {', '.join(layout.data)}", flush=True)
@@ -115,10 +123,13 @@ def _emulate(args: argparse.Namespace) -> int:
     agents: dict[str, subprocess.Popen] = {}
     try:
         interval = str(max(1, round(args.interval)))
-        for oss_id in layout.oss_ids:
-            agents[oss_id] = subprocess.Popen(agent_command() + [
-                "--root", str(layout.oss_root(oss_id)), "--oss-id", oss_id, "--mds", args.mds,
-                "--interval", interval, "--fsname", layout.fsname, *(keys.agent_options(oss_id) if keys else [])])
+        with Progress("starting agents", total=len(layout.oss_ids)) as progress:
+            for oss_id in layout.oss_ids:
+                progress.step(oss_id)
+                agents[oss_id] = subprocess.Popen(agent_command() + [
+                    "--root", str(layout.oss_root(oss_id)), "--oss-id", oss_id, "--mds", args.mds,
+                    "--interval", interval, "--fsname", layout.fsname, *(keys.agent_options(oss_id) if keys else [])])
+                progress.advance()
         print(f"started {len(agents)} agents -> {args.mds}", flush=True)
         emulator = Emulator(layout)
         reported: set[str] = set()

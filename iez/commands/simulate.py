@@ -166,13 +166,19 @@ def main(args) -> int:
         save_scenario(scenarios, settings, args.save_cluster, args.save_requests)
     results: list[Result] = []
     failures: list[dict] = []
-    for scenario in scenarios:
-        prepared = prepare(scenario, settings)
-        for policy in policies:
-            try:
-                results.append(run(scenario, policy, seed=args.seed, prepared=prepared))
-            except ValueError as err:  # a policy failing outright: report it, keep going
-                failures.append(error_row(scenario.name, policy, str(err)))
+    from iez.progress import Progress
+
+    with Progress("simulating", total=len(scenarios) * len(policies)) as progress:  # stderr, on a terminal only
+        for scenario in scenarios:
+            progress.step(f"{scenario.name}: preparing")
+            prepared = prepare(scenario, settings)
+            for policy in policies:
+                progress.step(f"{scenario.name} / {policy}")
+                try:
+                    results.append(run(scenario, policy, seed=args.seed, prepared=prepared))
+                except ValueError as err:  # a policy failing outright: report it, keep going
+                    failures.append(error_row(scenario.name, policy, str(err)))
+                progress.advance()
     if args.json:
         json.dump([r.as_json() for r in results] + failures, sys.stdout, indent=1, allow_nan=False)
         print()
