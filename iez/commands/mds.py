@@ -119,6 +119,11 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     if args.oss_list and args.curve_secret_key:
         raise ValueError("--oss-list is for --insecure: with CURVE keys the names in --curve-authorized are the OSS list")
+    if args.curve_secret_key:
+        from iez.mds.keys import load_server_key, read_keys
+
+        load_server_key(args.curve_secret_key)  # a bad key file or directory is one line, before anything starts
+        read_keys(args.curve_authorized)
     allowed = None
     if args.oss_list:
         allowed = frozenset(line.strip() for line in args.oss_list.read_text().splitlines()

@@ -30,28 +30,39 @@ RELOAD_EVERY_S = 1.0
 LOG_REFUSAL_EVERY_S = 60.0
 
 
-class KeyError_(ValueError):
+class KeyFileError(ValueError):
     """A key directory the MDS cannot run with (one line naming the file)."""
+
+
+def load_server_key(path: Path) -> tuple[bytes, bytes]:
+    """The MDS's (public, secret) key from its ``.key_secret`` certificate."""
+    try:
+        public, secret = zmq.auth.load_certificate(str(path))
+    except (OSError, ValueError):
+        raise KeyFileError(f"--curve-secret-key {path}: not a zmq certificate file") from None
+    if secret is None:
+        raise KeyFileError(f"--curve-secret-key {path}: no secret-key in it (give the .key_secret file)")
+    return public, secret
 
 
 def read_keys(directory: Path) -> dict[bytes, str]:
     """Z85 public key -> oss_id from ``directory/*.key``; a key under two names is an error."""
     directory = Path(directory)
     if not directory.is_dir():
-        raise KeyError_(f"--curve-authorized {directory}: no such directory")
+        raise KeyFileError(f"--curve-authorized {directory}: no such directory")
     keys: dict[bytes, str] = {}
     for path in sorted(directory.glob("*.key")):
         oss_id = path.stem
         try:
             public, _ = zmq.auth.load_certificate(str(path))
         except (OSError, ValueError):
-            raise KeyError_(f"{path}: not a zmq public certificate (iez-agent keys DIR {oss_id} writes one)") from None
+            raise KeyFileError(f"{path}: not a zmq public certificate (iez-agent keys DIR {oss_id} writes one)") from None
         if len(public) != 40:
-            raise KeyError_(f"{path}: a CURVE public key is 40 Z85 characters, found {len(public)}")
+            raise KeyFileError(f"{path}: a CURVE public key is 40 Z85 characters, found {len(public)}")
         if public in keys:
-            raise KeyError_(f"{path}: the same key as {keys[public]}.key; a key speaks for one OSS")
+            raise KeyFileError(f"{path}: the same key as {keys[public]}.key; a key speaks for one OSS")
         if not 1 <= len(oss_id) <= 255:
-            raise KeyError_(f"{path}: the name (the OSS id) must be 1..255 characters")
+            raise KeyFileError(f"{path}: the name (the OSS id) must be 1..255 characters")
         keys[public] = oss_id
     return keys
 
@@ -64,7 +75,7 @@ class OssKeys:
         self._lock = threading.Lock()
         self._keys = read_keys(self.directory)
         self._mtime = self._stamp()
-        self._checked = time.monotonic()
+        self._checked = float("-inf")
         self._logged: dict[bytes, float] = {}
         self.refused = 0
 
@@ -79,21 +90,19 @@ class OssKeys:
             return frozenset(self._keys.values())
 
     def oss_of(self, z85_key: bytes) -> str | None:
-        """The OSS a key speaks for (reading the directory again if it changed), or None."""
+        """The OSS a key speaks for, or None; the directory is read again when it changed (one stat per
+        handshake, a new reading at most once a second), so added and removed keys count for new connections."""
         with self._lock:
-            oss = self._keys.get(z85_key)
-            if oss is None and time.monotonic() - self._checked >= RELOAD_EVERY_S:
+            stamp = self._stamp()
+            if stamp != self._mtime and time.monotonic() - self._checked >= RELOAD_EVERY_S:
                 self._checked = time.monotonic()
-                stamp = self._stamp()
-                if stamp != self._mtime:
-                    try:
-                        self._keys = read_keys(self.directory)
-                        self._mtime = stamp
-                        log.info("read %d authorised key(s) from %s", len(self._keys), self.directory)
-                    except KeyError_ as err:
-                        log.error("keeping the previous keys: %s", err)
-                    oss = self._keys.get(z85_key)
-            return oss
+                try:
+                    self._keys = read_keys(self.directory)
+                    self._mtime = stamp
+                    log.info("read %d authorised key(s) from %s", len(self._keys), self.directory)
+                except KeyFileError as err:
+                    log.error("keeping the previous keys: %s", err)
+            return self._keys.get(z85_key)
 
     def refuse(self, z85_key: bytes, address: str) -> None:
         """Count a refused handshake; log it once per key per minute."""

@@ -148,21 +148,13 @@ class MdsService:
                 return None
             raise IngestConfigError("iez mds needs CURVE keys: give --curve-secret-key FILE and --curve-authorized DIR "
                                     "(iez-agent keys DIR NAME makes them), or --insecure to accept any sender")
-        from zmq.auth import load_certificate
+        from iez.mds.keys import OssKeys, load_server_key
 
-        from iez.mds.keys import OssKeys
-
-        try:
-            public, secret = load_certificate(str(cfg.curve_secret_key))
-        except (OSError, ValueError):
-            raise IngestConfigError(f"--curve-secret-key {cfg.curve_secret_key}: not a zmq certificate file") from None
-        if secret is None:
-            raise IngestConfigError(f"--curve-secret-key {cfg.curve_secret_key}: no secret-key in it "
-                                    f"(give the .key_secret file)")
         if not cfg.curve_authorized:
             raise IngestConfigError("--curve-secret-key needs --curve-authorized DIR with one OSS_ID.key per OSS")
+        pair = load_server_key(cfg.curve_secret_key)
         self.keys = OssKeys(cfg.curve_authorized)
-        return public, secret
+        return pair
 
     def _socket(self, ctx: zmq.Context) -> zmq.Socket:
         pair = self.check_ingest()
