@@ -4,6 +4,8 @@
  *
  *   open_bench open-existing FILE N       open(FILE, O_RDONLY) + close
  *   open_bench create DIR PREFIX N        open(DIR/PREFIX.<i>, O_CREAT|O_WRONLY) + close, new files
+ *   open_bench create-layout DIR PREFIX N TEXT   the same, timing the open and an fsetxattr of TEXT
+ *                                         as user.iez.layout on it: what recording a layout by hand costs
  *   open_bench write FILE MIB BLOCK       write MIB MiB in BLOCK-byte writes (prints total ns)
  */
 #define _GNU_SOURCE
@@ -12,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 static long long now_ns(void)
@@ -49,6 +52,22 @@ int main(int argc, char **argv)
         }
         return 0;
     }
+    if (argc >= 6 && !strcmp(argv[1], "create-layout")) {
+        int n = atoi(argv[4]);
+        size_t len = strlen(argv[5]);
+        char path[4096];
+        for (int i = 0; i < n; i++) {
+            snprintf(path, sizeof path, "%s/%s.%d", argv[2], argv[3], i);
+            long long t = now_ns();
+            int fd = open(path, O_CREAT | O_WRONLY, 0644);
+            int rc = fd >= 0 ? fsetxattr(fd, "user.iez.layout", argv[5], len, 0) : -1;
+            long long d = now_ns() - t;
+            if (fd < 0 || rc != 0) { perror(path); return 1; }
+            close(fd);
+            printf("%lld\n", d);
+        }
+        return 0;
+    }
     if (argc >= 5 && !strcmp(argv[1], "write")) {
         long long mib = atoll(argv[3]);
         size_t block = (size_t)atoll(argv[4]);
@@ -64,6 +83,7 @@ int main(int argc, char **argv)
         free(buf);
         return 0;
     }
-    fprintf(stderr, "usage: open_bench open-existing FILE N | create DIR PREFIX N | write FILE MIB BLOCK\n");
+    fprintf(stderr, "usage: open_bench open-existing FILE N | create DIR PREFIX N | create-layout DIR PREFIX N TEXT | "
+                    "write FILE MIB BLOCK\n");
     return 2;
 }

@@ -150,6 +150,9 @@ int iez_dir_default_template(const char *abspath, int lustre, char *out, size_t 
 
 /* ---- Lustre (lustre.c) ------------------------------------------------- */
 int iez_is_lustre_dir(const char *abspath_of_file);
+/* Whether /proc/self/mounts listed a Lustre file system when libiez was loaded (1 if unreadable). */
+int iez_lustre_mounted(void);
+void iez_lustre_scan_mounts(void); /* the constructor's reading (IEZ_ASSUME_LUSTRE=1: as if there were one) */
 /* Size of the LL_IOC_LOV_SETSTRIPE buffer for l, or -1 when l cannot be expressed. */
 long iez_lustre_lum_size(const struct iez_layout *l);
 /* Fills buf with what LL_IOC_LOV_SETSTRIPE takes for l: a lov_user_md_v3
@@ -222,6 +225,18 @@ struct iez_created {
     dev_t dev;
     ino_t ino;
 };
+/* Makes one open of the application's: which, dirfd, path, flags and mode as the application gave them. */
+typedef int (*iez_open_call)(int which, int dirfd, const char *path, int flags, unsigned mode);
+enum { IEZ_PLACE_PLAIN, IEZ_PLACE_DONE, IEZ_PLACE_PRECREATE };
+/* A call that may create (dirfd, path), where no Lustre is mounted: makes the application's call
+ * itself with O_EXCL added and, when that created the file, sets its layout on the descriptor.
+ * IEZ_PLACE_DONE: *fd (and errno when it is -1) is the application's result. IEZ_PLACE_PLAIN: make
+ * the plain call (the file exists, or nothing to do). IEZ_PLACE_PRECREATE: a Lustre client, use
+ * iez_place_before. */
+int iez_place_open(iez_open_call call, int which, int dirfd, const char *path, int flags, unsigned mode,
+                   int *fd);
+/* Closes fd, which iez_place_open created at (dirfd, path), and removes that file; errno kept. */
+void iez_place_discard(int dirfd, const char *path, int fd);
 /* Before a call that may create (dirfd, path): place the file if it is new
  * and has an allocation. On return c->created says whether iez created it;
  * errno is preserved. */

@@ -22,7 +22,7 @@ typedef int (*openat2_fn)(int, const char *, int);
 
 enum which { W_OPEN, W_OPEN64, W_OPENAT, W_OPENAT64 };
 
-static int call_open(enum which w, int dirfd, const char *path, int flags, unsigned mode)
+static int call_open(int w, int dirfd, const char *path, int flags, unsigned mode)
 {
     iez_open_fn o;
     iez_openat_fn oa;
@@ -64,17 +64,24 @@ static int open_common(enum which w, int dirfd, const char *path, int flags, uns
     if (cfg->mode == IEZ_MODE_OFF)
         return call_open(w, dirfd, path, flags, mode);
     struct iez_created c = { 0 };
-    if (cfg->mode == IEZ_MODE_PLACE && creates(flags))
-        iez_place_before(w == W_OPEN || w == W_OPEN64 ? AT_FDCWD : dirfd, path, mode, &c);
-    int fd = call_open(w, dirfd, path, c.created ? flags & ~O_EXCL : flags, mode);
-    if (fd < 0 && c.created) {
-        iez_place_undo(w == W_OPEN || w == W_OPEN64 ? AT_FDCWD : dirfd, path, &c);
-        fd = call_open(w, dirfd, path, flags, mode);
+    int at = w == W_OPEN || w == W_OPEN64 ? AT_FDCWD : dirfd;
+    int fd = -1, how = IEZ_PLACE_PLAIN;
+    if (cfg->mode == IEZ_MODE_PLACE && creates(flags)) {
+        how = iez_place_open(call_open, w, at, path, flags, mode, &fd);
+        if (how == IEZ_PLACE_PRECREATE)
+            iez_place_before(at, path, mode, &c);
+    }
+    if (how != IEZ_PLACE_DONE) {
+        fd = call_open(w, dirfd, path, c.created ? flags & ~O_EXCL : flags, mode);
+        if (fd < 0 && c.created) {
+            iez_place_undo(at, path, &c);
+            fd = call_open(w, dirfd, path, flags, mode);
+        }
     }
     if (fd < 0 && errno == EMFILE && cfg->mode == IEZ_MODE_PLACE && iez_db_release_for_emfile())
         fd = call_open(w, dirfd, path, flags, mode); /* the numbers libiez held are the application's again */
     if (fd >= 0 && cfg->mode == IEZ_MODE_TRACE && !(flags & O_PATH))
-        iez_trace_opened(w == W_OPEN || w == W_OPEN64 ? AT_FDCWD : dirfd, path, fd, flags);
+        iez_trace_opened(at, path, fd, flags);
     return fd;
 }
 
@@ -161,6 +168,32 @@ IEZ_EXPORT int __openat64_2(int dirfd, const char *path, int flags)
     return traced(dirfd, path, flags, f ? f(dirfd, path, flags) : call_open(W_OPENAT64, dirfd, path, flags, 0));
 }
 
+/* The open flags of an fopen mode that creates ("w" or "a", then only 'b', '+', 'x' (O_EXCL) and 'e'
+ * (O_CLOEXEC), as glibc reads them) and the mode fdopen takes for the same stream ("w", "a", "w+",
+ * "a+"): 0 for any other mode, which keeps the pre-creating path. */
+static int fopen_flags(const char *mode, int *flags, char *stream_mode, size_t cap)
+{
+    int plus = 0, excl = 0, cloexec = 0;
+    for (const char *m = mode + 1; *m; m++) {
+        if (*m == '+')
+            plus = 1;
+        else if (*m == 'x')
+            excl = 1;
+        else if (*m == 'e')
+            cloexec = 1;
+        else if (*m != 'b')
+            return 0;
+    }
+    if (cap < 3)
+        return 0;
+    *flags = (plus ? O_RDWR : O_WRONLY) | O_CREAT | (mode[0] == 'w' ? O_TRUNC : O_APPEND) | (excl ? O_EXCL : 0) |
+             (cloexec ? O_CLOEXEC : 0);
+    stream_mode[0] = mode[0];
+    stream_mode[1] = plus ? '+' : '\0';
+    stream_mode[2] = '\0';
+    return 1;
+}
+
 /* fopen modes that create: "w..." and "a..."; glibc's 'x' means O_EXCL. */
 static FILE *fopen_common(fopen_fn real, const char *path, const char *mode)
 {
@@ -176,7 +209,24 @@ static FILE *fopen_common(fopen_fn real, const char *path, const char *mode)
     struct iez_created c = { 0 };
     char plain[32];
     const char *use = mode;
+    int how = IEZ_PLACE_PRECREATE;
     if (cfg->mode == IEZ_MODE_PLACE && (mode[0] == 'w' || mode[0] == 'a')) {
+        int flags;
+        if (fopen_flags(mode, &flags, plain, sizeof plain)) {
+            int fd = -1;
+            how = iez_place_open(call_open, W_OPEN, AT_FDCWD, path, flags, 0666, &fd);
+            if (how == IEZ_PLACE_DONE) {
+                if (fd < 0)
+                    return NULL; /* "x" on an existing file: the call fopen makes, errno as it left it */
+                FILE *fp = fdopen(fd, plain);
+                if (fp)
+                    return fp;
+                iez_place_discard(AT_FDCWD, path, fd); /* no memory for the stream: as fopen, nothing made */
+                return NULL;
+            }
+        }
+    }
+    if (how == IEZ_PLACE_PRECREATE && cfg->mode == IEZ_MODE_PLACE && (mode[0] == 'w' || mode[0] == 'a')) {
         iez_place_before(AT_FDCWD, path, 0666, &c);
         if (c.created && strchr(mode, 'x') && strlen(mode) < sizeof plain) {
             size_t n = 0;
@@ -363,6 +413,7 @@ __attribute__((constructor)) static void iez_init(void)
 {
     iez_owner_pid = getpid();
     iez_cfg();
+    iez_lustre_scan_mounts(); /* once, here: the create path then needs no statfs where there is no Lustre */
     pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
     /* the async-signal-safe calls' real symbols now: dlsym in a signal handler could wait for the loader's lock */
     (void)REAL(open, iez_open_fn); (void)REAL(open64, iez_open_fn);

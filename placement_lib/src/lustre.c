@@ -8,9 +8,69 @@
 #include "lustre.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/vfs.h>
+#include <unistd.h>
+
+/* Whether this process could see a Lustre file system: 1 when /proc/self/mounts lists one (or
+ * cannot be read), 0 when it lists none. Read once when the library is loaded: a new file's
+ * O_LOV_DELAY_CREATE must be chosen before its open, and without a Lustre mount the create
+ * path then needs no statfs at all. Lustre mounted after a process started is not seen by it. */
+static int lustre_mounted = -1;
+
+static int scan_mounts(void)
+{
+    int fd = iez_sys_open("/proc/self/mounts", O_RDONLY | O_CLOEXEC, 0);
+    if (fd < 0)
+        return 1;
+    /* the type is the third field; only it can be exactly " lustre " (the device is the first
+     * field, the mount point starts with '/', and spaces in names are escaped as \040) */
+    static const char needle[] = " lustre ";
+    const size_t keep = sizeof needle - 2;
+    char buf[4096 + sizeof needle];
+    size_t have = 0;
+    int found = 0;
+    for (;;) {
+        ssize_t n = read(fd, buf + have, sizeof buf - 1 - have);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            found = 1; /* cannot tell: assume it could be there */
+            break;
+        }
+        if (n == 0)
+            break;
+        have += (size_t)n;
+        buf[have] = '\0';
+        if (strstr(buf, needle)) {
+            found = 1;
+            break;
+        }
+        if (have > keep) { /* carry the tail over: the needle may span two reads */
+            memmove(buf, buf + have - keep, keep);
+            have = keep;
+        }
+    }
+    iez_sys_close(fd);
+    return found;
+}
+
+void iez_lustre_scan_mounts(void)
+{
+    int saved = errno;
+    const char *assume = getenv("IEZ_ASSUME_LUSTRE"); /* diagnostics and tests: the Lustre-client path */
+    lustre_mounted = assume && strcmp(assume, "1") == 0 ? 1 : scan_mounts();
+    errno = saved;
+}
+
+int iez_lustre_mounted(void)
+{
+    if (__atomic_load_n(&lustre_mounted, __ATOMIC_RELAXED) < 0)
+        iez_lustre_scan_mounts();
+    return lustre_mounted;
+}
 
 int iez_is_lustre_dir(const char *abspath_of_file)
 {

@@ -1,6 +1,10 @@
-/* Placement mode: before a call that would create a new file, create it
- * ourselves with the stored layout, so the application's own call then opens
- * a file that already has it. */
+/* Placement mode. A new file gets its layout one of two ways:
+ * - where no Lustre file system is mounted (emulation), iez makes the application's own open
+ *   with O_EXCL added; when that creates the file, the layout is set on the very descriptor the
+ *   application receives: one open and one fsetxattr (iez_place_open);
+ * - on a Lustre client (O_LOV_DELAY_CREATE must be chosen before the open), and for MPI-IO and
+ *   HDF5 (collective calls whose opens happen inside), iez creates the file with its layout
+ *   first, so the application's own call opens a file that already has it (iez_place_before). */
 #include "iez.h"
 #include "lustre.h"
 
@@ -72,44 +76,27 @@ static int default_unchanged(const struct iez_alloc *a, const char *abspath, int
     return same;
 }
 
-/* Whether a create can be placed at all here. Nothing on this path calls malloc: a signal
- * handler may create while its thread is inside malloc (README "Signals, fork and descriptors"). */
-void iez_place_before(int dirfd, const char *path, unsigned mode, struct iez_created *c)
+/* The layout for the new file (dirfd, path) into *a, with its absolute path: 1 when it should
+ * be applied (*lustre says how), 0 when not (counted as a miss, a skip or an error). Nothing
+ * here calls malloc: a signal handler may create while its thread is inside malloc (README
+ * "Signals, fork and descriptors"). lustre_known is -1 when the directory must be asked. */
+static int find_layout(int dirfd, const char *path, double deadline, char *abspath, struct iez_alloc *a,
+                       int lustre_known, int *lustre)
 {
-    c->created = c->sidecar = 0;
-    const struct iez_config *cfg = iez_cfg();
-    if (cfg->mode != IEZ_MODE_PLACE || iez_busy || iez_decided || !path)
-        return;
-    int saved = errno;
-    iez_busy++;
-    /* IEZ_TIMEOUT_MS bounds the whole create: waiting for other threads' lookups included */
-    double deadline = iez_mono() + cfg->timeout_ms / 1000.0;
-    struct stat st;
-    /* The kernel reads the path first: an invalid pointer is EFAULT here (and in the plain
-     * call), never a crash in libiez; only then is the string read. */
-    if (fstatat(dirfd, path, &st, 0) == 0 || errno != ENOENT)
-        goto out; /* exists (or cannot tell): only new files are placed */
-    char *abspath = iez_tmp_alloc(IEZ_PATH_MAX);
-    struct iez_alloc *a = abspath ? iez_tmp_alloc(sizeof *a) : NULL;
-    if (!abspath || iez_abspath(dirfd, path, abspath, IEZ_PATH_MAX) != 0 || !iez_path_considered(abspath))
-        goto release;
-    if (!a) {
-        iez_count_error();
-        goto release;
-    }
-    const struct iez_layout *l = &a->layout;
+    if (iez_abspath(dirfd, path, abspath, IEZ_PATH_MAX) != 0 || !iez_path_considered(abspath))
+        return 0;
     int found = iez_db_lookup_until(abspath, a, deadline);
     if (found == IEZ_LOOKUP_MISSING) {
         iez_count_miss();
         iez_debug("no allocation for %s", abspath);
-        goto release;
+        return 0;
     }
     if (found != IEZ_LOOKUP_FOUND) {
         iez_count_error();
-        goto release;
+        return 0;
     }
-    int lustre = iez_is_lustre_dir(abspath);
-    int unchanged = default_unchanged(a, abspath, lustre);
+    *lustre = lustre_known >= 0 ? lustre_known : iez_is_lustre_dir(abspath);
+    int unchanged = default_unchanged(a, abspath, *lustre);
     if (unchanged <= 0) {
         if (unchanged == 0) {
             iez_count_skip();
@@ -118,8 +105,92 @@ void iez_place_before(int dirfd, const char *path, unsigned mode, struct iez_cre
         } else {
             iez_count_error();
         }
+        return 0;
+    }
+    return 1;
+}
+
+static void placed(const char *abspath, const struct iez_layout *l, int lustre)
+{
+    iez_count_hit();
+    if (l->ncomps)
+        iez_debug("placed %s: %d components, %d OSTs chosen (%s)", abspath, l->ncomps, l->nosts,
+                  lustre ? "lustre" : "emulated");
+    else
+        iez_debug("placed %s: stripe_size %llu over %d OSTs (%s)", abspath, (unsigned long long)l->stripe_size,
+                  l->stripe_count, lustre ? "lustre" : "emulated");
+}
+
+int iez_place_open(iez_open_call call, int which, int dirfd, const char *path, int flags, unsigned mode,
+                   int *fdp)
+{
+    const struct iez_config *cfg = iez_cfg();
+    if (cfg->mode != IEZ_MODE_PLACE || iez_busy || iez_decided || !path)
+        return IEZ_PLACE_PLAIN;
+    if (iez_lustre_mounted())
+        return IEZ_PLACE_PRECREATE;
+    int saved = errno;
+    /* IEZ_TIMEOUT_MS bounds the whole create: waiting for other threads' lookups included */
+    double deadline = iez_mono() + cfg->timeout_ms / 1000.0;
+    /* The application's call, except that only a new file is taken (the kernel reads the path:
+     * an invalid pointer is EFAULT here as in the plain call, never a crash in libiez). */
+    int fd = call(which, dirfd, path, flags | O_EXCL, mode);
+    if (fd < 0) {
+        if (flags & O_EXCL) { /* that was exactly the application's call */
+            *fdp = fd;
+            return IEZ_PLACE_DONE;
+        }
+        errno = saved; /* an existing file (or an error): the plain call says what it says */
+        return IEZ_PLACE_PLAIN;
+    }
+    iez_busy++;
+    char *abspath = iez_tmp_alloc(IEZ_PATH_MAX);
+    struct iez_alloc *a = abspath ? iez_tmp_alloc(sizeof *a) : NULL;
+    int lustre = 0;
+    if (!a) {
+        iez_count_error();
+    } else if (find_layout(dirfd, path, deadline, abspath, a, 0, &lustre)) {
+        int sidecar = 0;
+        if (apply_emulated(fd, &a->layout, abspath, &sidecar) == 0) {
+            placed(abspath, &a->layout, 0);
+        } else {
+            /* the file is the plain call's: created, unplaced */
+            iez_debug("cannot record the layout of %s (%s): left as created", abspath, strerror(errno));
+            iez_count_error();
+        }
+    }
+    iez_tmp_free(a);
+    iez_tmp_free(abspath);
+    iez_busy--;
+    errno = saved;
+    *fdp = fd;
+    return IEZ_PLACE_DONE;
+}
+
+void iez_place_before(int dirfd, const char *path, unsigned mode, struct iez_created *c)
+{
+    c->created = c->sidecar = 0;
+    const struct iez_config *cfg = iez_cfg();
+    if (cfg->mode != IEZ_MODE_PLACE || iez_busy || iez_decided || !path)
+        return;
+    int saved = errno;
+    iez_busy++;
+    double deadline = iez_mono() + cfg->timeout_ms / 1000.0;
+    struct stat st;
+    /* The kernel reads the path first: EFAULT here (and in the plain call), never a crash. */
+    if (fstatat(dirfd, path, &st, 0) == 0 || errno != ENOENT)
+        goto out; /* exists (or cannot tell): only new files are placed */
+    char *abspath = iez_tmp_alloc(IEZ_PATH_MAX);
+    struct iez_alloc *a = abspath ? iez_tmp_alloc(sizeof *a) : NULL;
+    int lustre = 0;
+    if (!a) {
+        if (abspath)
+            iez_count_error();
         goto release;
     }
+    if (!find_layout(dirfd, path, deadline, abspath, a, -1, &lustre))
+        goto release;
+    const struct iez_layout *l = &a->layout;
     int flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | (lustre ? IEZ_O_LOV_DELAY_CREATE : 0);
     int fd = iez_sys_openat(dirfd, path, flags, mode & 07777);
     if (fd < 0) {
@@ -145,17 +216,23 @@ void iez_place_before(int dirfd, const char *path, unsigned mode, struct iez_cre
     c->sidecar = sidecar;
     c->dev = st.st_dev;
     c->ino = st.st_ino;
-    iez_count_hit();
-    if (l->ncomps)
-        iez_debug("placed %s: %d components, %d OSTs chosen (%s)", abspath, l->ncomps, l->nosts,
-                  lustre ? "lustre" : "emulated");
-    else
-        iez_debug("placed %s: stripe_size %llu over %d OSTs (%s)", abspath, (unsigned long long)l->stripe_size,
-                  l->stripe_count, lustre ? "lustre" : "emulated");
+    placed(abspath, l, lustre);
 release:
+    iez_tmp_free(a);
     iez_tmp_free(abspath);
 out:
     iez_busy--;
+    errno = saved;
+}
+
+void iez_place_discard(int dirfd, const char *path, int fd)
+{
+    int saved = errno;
+    struct stat st;
+    int known = fstat(fd, &st) == 0;
+    iez_sys_close(fd);
+    if (known)
+        remove_created(dirfd, path, st.st_dev, st.st_ino);
     errno = saved;
 }
 

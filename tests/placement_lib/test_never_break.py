@@ -330,10 +330,14 @@ def test_dotdot_after_a_symbolic_link_is_where_the_kernel_goes(backend, shared_d
 
 
 @pytest.mark.timeout(120)
-def test_an_undone_placement_leaves_no_layout_in_the_sidecar_log(shared_db, runner, state_dir, tmp_path):
-    """Where the attribute is refused the layout goes to the sidecar log; when the application's own
+@pytest.mark.parametrize("create_path", ["own-open", "precreate"])
+def test_an_undone_placement_leaves_no_layout_in_the_sidecar_log(shared_db, runner, state_dir, tmp_path,
+                                                                 create_path):
+    """Where the attribute is refused the layout goes to the sidecar log. On the pre-creating path
+    (a Lustre client, MPI-IO, HDF5: IEZ_ASSUME_LUSTRE=1 takes it here), when the application's own
     call then fails and libiez removes the file it made, the log says so ("-"), so that iez layout
-    show never reports OSTs a file never got - here for the file a later plain create makes."""
+    show never reports OSTs a file never got - here for the file a later plain create makes. Where
+    libiez makes the application's open itself, a call that fails creates nothing and logs nothing."""
     db = shared_db("sqlite")
     work = tmp_path / "work"
     target = work / "d"
@@ -341,11 +345,16 @@ def test_an_undone_placement_leaves_no_layout_in_the_sidecar_log(shared_db, runn
     # O_CREAT|O_DIRECTORY: EINVAL on a missing name (older kernels: a file and ENOTDIR)
     code = ("import os, sys\ntry:\n    os.open(sys.argv[1], os.O_CREAT | os.O_DIRECTORY | os.O_WRONLY, 0o644)\n"
             "except OSError as e:\n    print(e.errno)\n")
-    run = runner.compare([sys.executable, "-c", code, target], db, work, IEZ_LAYOUT_XATTR="bogus.iez.layout")
+    extra = {"IEZ_ASSUME_LUSTRE": "1"} if create_path == "precreate" else {}
+    run = runner.compare([sys.executable, "-c", code, target], db, work, IEZ_LAYOUT_XATTR="bogus.iez.layout",
+                         **extra)
     run.assert_same()
-    log = (state_dir / "layouts.log").read_text().splitlines()
-    assert log == [f"{expected[str(target)]}\t{target}", f"-\t{target}"]
-    assert read_sidecar(state_dir / "layouts.log") == {}
+    log_file = state_dir / "layouts.log"
+    if create_path == "precreate":
+        assert log_file.read_text().splitlines() == [f"{expected[str(target)]}\t{target}", f"-\t{target}"]
+    else:
+        assert not log_file.exists() or log_file.read_text() == ""
+    assert read_sidecar(log_file) == {}
 
     target.touch()  # a later plain create
     show = subprocess.run([sys.executable, "-m", "iez.cli", "layout", "show", str(target), "--json"],

@@ -126,8 +126,15 @@ int main(int argc, char **argv)
         sprintf(paths[i], "%s/s.%d", argv[1], i);
     }
     pthread_t *threads = calloc((size_t)(nthreads > 1 ? nthreads : 1), sizeof *threads);
+    /* the churners are born with SIGALRM blocked: a thread that had not yet blocked it when the
+     * timer started could run the handler beside the main thread's (two creates of one index) */
+    sigset_t alarm_set;
+    sigemptyset(&alarm_set);
+    sigaddset(&alarm_set, SIGALRM);
+    pthread_sigmask(SIG_BLOCK, &alarm_set, NULL);
     for (int t = 1; t < nthreads; t++)
         pthread_create(&threads[t], NULL, churner, (void *)(long)(t * 7919));
+    pthread_sigmask(SIG_UNBLOCK, &alarm_set, NULL);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_alarm;
