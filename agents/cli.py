@@ -26,12 +26,13 @@ from agents import AgentError, __version__
 from agents.config import DEFAULT_INTERVAL_S, SOURCES, AgentConfig, resolve
 from agents.host import CpuMeter, mem_percent
 from agents.lctl import collect_osts
-from agents.message import Sequencer, build_message, encode, select_osts
+from agents.message import LimitError, Sequencer, build_message, encode, select_osts
 from agents.procfs import make_source
 
 __all__ = ["Collector", "main", "run"]
 
 CONNECT_WAIT_S = 2.0  # longest wait for the MDS handshake before the first message
+ONCE_CONNECT_WAIT_S = 5.0  # --once/--count: no handshake by then is an error (nothing would be published)
 FINAL_LINGER_MS = 1000  # after --count/--once, time given to the last message
 
 
@@ -154,13 +155,22 @@ def run(cfg: AgentConfig, *, once: bool = False, json_out: bool = False, count: 
             if not once:
                 _say(f"publishing to {cfg.mds} every {cfg.interval:g} s as {cfg.oss_id} "
                      f"(OSTs from {collector.source.kind}{', CURVE' if cfg.curve else ''})")
-            publisher.wait(min(CONNECT_WAIT_S, cfg.interval), stop.is_set, until_connected=True)
+            wait_s = ONCE_CONNECT_WAIT_S if limit else min(CONNECT_WAIT_S, cfg.interval)
+            publisher.wait(wait_s, stop.is_set, until_connected=True)
+            if limit and not publisher.connected and not stop.is_set():
+                # a PUB socket drops what it cannot deliver: say so instead of exiting 0 having published nothing
+                raise AgentError(f"no MDS answered at {cfg.mds} within {wait_s:g} s"
+                                 + (f" ({publisher.problem})" if publisher.problem else "")
+                                 + ": nothing was published")
         sent = attempts = 0
         next_due = time.monotonic()
         while not stop.is_set():
             attempts += 1
             try:
                 message = collector.collect()
+                data = encode(message)
+            except LimitError:
+                raise  # the MDS would drop every message from now on: stop loudly (status 2)
             except AgentError as err:
                 if attempts == 1:
                     raise  # a setup problem: report it and exit 2
@@ -169,7 +179,7 @@ def run(cfg: AgentConfig, *, once: bool = False, json_out: bool = False, count: 
             if message is not None:
                 if json_out:
                     print(json.dumps(message, separators=(",", ":")), flush=True)
-                if publisher is not None and not publisher.send(encode(message)):
+                if publisher is not None and not publisher.send(data):
                     _say("warning: the MDS is not keeping up; a message was dropped")
                 sent += 1
                 if limit and sent >= limit:

@@ -16,6 +16,9 @@ from agents import AgentError
 from agents.lctl import FLAG_STATES, OstReading, ost_index
 
 __all__ = [
+    "LimitError",
+    "MAX_FRAME_BYTES",
+    "MAX_OSTS",
     "SCHEMA",
     "VERSION",
     "Sequencer",
@@ -28,6 +31,14 @@ SCHEMA = "iez.oss-stats"
 VERSION = 2
 INT64_MAX = 2**63 - 1
 MAX_OST_INDEX = 65535
+#: The schema's limits, which the MDS enforces by dropping the whole message: the agent checks them first.
+MAX_OSTS = 10_000
+MAX_TEXT = 255  # oss_id, host, OST names
+MAX_FRAME_BYTES = 4 * 1024 * 1024  # the MDS's iez.mds.messages.MAX_FRAME_BYTES
+
+
+class LimitError(AgentError):
+    """A message the MDS would drop (too many OSTs, a name too long, a frame too big): the agent stops."""
 
 
 class Sequencer:
@@ -108,9 +119,21 @@ def select_osts(readings: dict[str, OstReading], *, wanted: Iterable[str] = (), 
     return entries
 
 
+def check_limits(*, oss_id: str, host: str, osts: list[dict]) -> None:
+    """:class:`LimitError` naming the first of the schema's limits the message would break."""
+    if len(osts) > MAX_OSTS:
+        raise LimitError(f"this OSS has {len(osts)} OSTs; a message holds at most {MAX_OSTS} (agents/SCHEMA.md): "
+                         f"split them over several agents with osts= or fsname=")
+    for what, text in (("oss_id", oss_id), ("host", host), *(("OST name", o["name"]) for o in osts)):
+        if not 1 <= len(text) <= MAX_TEXT:
+            raise LimitError(f"{what} {text[:40]!r}{'...' if len(text) > 40 else ''} is {len(text)} characters; "
+                             f"the schema allows 1..{MAX_TEXT}")
+
+
 def build_message(*, oss_id: str, host: str, seq: int, sample_time: float, interval_s: float,
                   cpu_pct: float, mem_pct: float, osts: list[dict], source: str) -> dict:
-    """A version-2 message (field order as in SCHEMA.md)."""
+    """A version-2 message (field order as in SCHEMA.md); :class:`LimitError` when the MDS would drop it."""
+    check_limits(oss_id=oss_id, host=host, osts=osts)
     return {
         "schema": SCHEMA,
         "version": VERSION,
@@ -127,5 +150,8 @@ def build_message(*, oss_id: str, host: str, seq: int, sample_time: float, inter
 
 
 def encode(message: dict) -> bytes:
-    """Compact UTF-8 JSON, one object (no NaN or infinity)."""
-    return json.dumps(message, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
+    """Compact UTF-8 JSON, one object (no NaN or infinity); :class:`LimitError` past the MDS's frame limit."""
+    data = json.dumps(message, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
+    if len(data) > MAX_FRAME_BYTES:
+        raise LimitError(f"the message is {len(data)} bytes; the MDS takes at most {MAX_FRAME_BYTES}")
+    return data

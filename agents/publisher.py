@@ -120,6 +120,11 @@ class Publisher:
             self.log(problem)
             self._last_problem = problem
 
+    @property
+    def problem(self) -> str | None:
+        """The last handshake failure since the last success, if any."""
+        return self._last_problem
+
     def poll(self, timeout_ms: int = 0) -> None:
         """Handle the connection events that arrive within ``timeout_ms``."""
         if self.monitor.poll(timeout_ms):

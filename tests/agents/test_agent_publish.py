@@ -164,7 +164,10 @@ def test_curve_accepts_only_authorised_agents(ctx, tmp_path: Path, proc_tree: Pa
     assert seqs == list(range(seqs[0], seqs[0] + 3))
     for msg in msgs:
         OssStats.model_validate(msg)
-    assert all(rc == 0 for _, _, rc in results.values())
+    assert results["good"][2] == 0
+    # --count: an agent that never got through says so and fails, rather than exit 0 having published nothing
+    assert results["rogue"][2] == 2 and results["plain"][2] == 2
+    assert "nothing was published" in results["rogue"][1] and "nothing was published" in results["plain"][1]
     assert "connected to the MDS" in results["good"][1]
     assert "refused this agent's key" in results["rogue"][1]
     assert "connected to the MDS" not in results["rogue"][1]
