@@ -11,6 +11,7 @@ never skipped.
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -258,3 +259,44 @@ def server(request, tmp_path_factory) -> Server:
 def api(server: Server) -> httpx.Client:
     with server.client() as client:
         yield client
+
+
+class Munged:
+    """munged in the foreground with its own key, socket, log and seed in a temporary directory."""
+
+    def __init__(self):
+        self.dir = Path(tempfile.mkdtemp(prefix="iez-munge-"))
+        os.chmod(self.dir, 0o755)  # munged wants its socket's directory searchable by every client
+        self.socket, key = self.dir / "munge.socket", self.dir / "munge.key"
+        made = subprocess.run(["mungekey", "--create", "--keyfile", str(key), "--bits", "1024"],
+                              capture_output=True, text=True)
+        assert made.returncode == 0, made.stderr
+        self.proc = subprocess.Popen(
+            ["munged", "--foreground", "--force", f"--socket={self.socket}", f"--key-file={key}",
+             f"--log-file={self.dir / 'munged.log'}", f"--pid-file={self.dir / 'munged.pid'}",
+             f"--seed-file={self.dir / 'munged.seed'}"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        deadline = time.monotonic() + 10
+        while not self.socket.exists():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"munged did not start: {self.proc.stdout.read()}")
+            time.sleep(0.02)
+
+    def credential(self, uid: int) -> str:
+        """A new credential of ``uid``: root asks munged for one on that user's behalf (``munge -U``)."""
+        args = ["munge", "--no-input", f"--socket={self.socket}"]
+        if uid != os.getuid():
+            args += [f"--uid={uid}", f"--gid={uid}"]
+        made = subprocess.run(args, capture_output=True, text=True)
+        assert made.returncode == 0, made.stderr
+        return made.stdout.strip()
+
+    def header(self, uid: int) -> dict:
+        return {"Authorization": f"MUNGE {self.credential(uid)}"}
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+        shutil.rmtree(self.dir, ignore_errors=True)

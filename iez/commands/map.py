@@ -1,6 +1,8 @@
 """``iez map``: layout maps, the file a job's ranks read their layouts from (``IEZ_MAP``; :mod:`iez.maps`).
 
 - ``iez map export --db DB --app APP --out FILE``: APP's live layouts, written atomically, mode 0600;
+- ``iez map fetch --api URL --app APP --out FILE``: the same map from the REST API, as the user the
+  environment authenticates (MUNGE, or a token), for users who cannot read the DB;
 - ``iez map show FILE [--path PATH]``: a map's header, or the layout it holds for one path.
 """
 
@@ -8,10 +10,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
 
 from iez.commands.db import add_db_option, db_errors, settings_from
 from iez.db import open_db
-from iez.maps import LayoutMap, app_exists, export_map
+from iez.maps import LayoutMap, MapError, app_exists, export_map
 
 
 def register(subparsers) -> None:
@@ -28,6 +37,21 @@ def register(subparsers) -> None:
                         help="also every layout pinned by hand (iez alloc add), which belongs to no application")
     export.add_argument("--json", action="store_true", help="print {path, app, entries, bytes, seconds}")
     export.set_defaults(handler=_export)
+    fetch = actions.add_parser(
+        "fetch", help="download APP's layout map from the REST API, as the user you are (IEZ_MAP=FILE)",
+        description="GET /v1/apps/APP/map from the iez API and write it to FILE (mode 0600, replaced "
+        "atomically), checked to be a layout map of APP first. The API knows who asks from "
+        "IEZ_API_TOKEN (the service token), IEZ_API_USER_TOKEN (a per-user token) or a MUNGE "
+        "credential from the local munged (IEZ_MUNGE_SOCKET, else libmunge's default socket), in that "
+        "order; a user gets only the maps of applications they own.")
+    fetch.add_argument("--api", default=os.environ.get("IEZ_API_URL"), metavar="URL",
+                       help="the API's base URL, e.g. http://mds:8000 (default: $IEZ_API_URL)")
+    fetch.add_argument("--app", required=True, help="application name")
+    fetch.add_argument("--out", required=True, metavar="FILE", help="the map to write (replaced atomically)")
+    fetch.add_argument("--timeout", type=float, default=60.0, metavar="S",
+                       help="give up after this many seconds (default 60)")
+    fetch.add_argument("--json", action="store_true", help="print {path, app, entries, bytes, seconds}")
+    fetch.set_defaults(handler=_fetch)
     show = actions.add_parser("show", help="print a layout map's header, or the layout it holds for a path")
     show.add_argument("file", metavar="FILE", help="a layout map (.cdb) written by iez map export or the MDS")
     show.add_argument("--path", help="print the entry of this absolute path (exit 1 when the map has none)")
@@ -48,6 +72,59 @@ def _export(args: argparse.Namespace) -> int:
     else:
         print(f"wrote {info['entries']} layouts of {args.app!r} to {info['path']} ({info['bytes']} bytes, "
               f"{info['seconds']:.2f} s); run the job with IEZ_MAP={info['path']}")
+    return 0
+
+
+def _api_error(url: str, err: urllib.error.HTTPError) -> str:
+    try:
+        detail = json.loads(err.read().decode("utf-8", "replace")).get("detail")
+    except (ValueError, AttributeError):
+        detail = None
+    return f"{url}: {err.code} {err.reason}" + (f": {detail}" if detail else "")
+
+
+def _fetch(args: argparse.Namespace) -> int:
+    from iez.api.auth import client_header
+
+    if not args.api:
+        raise ValueError("no API URL: give --api URL or set IEZ_API_URL")
+    base = args.api.rstrip("/")
+    if urllib.parse.urlsplit(base).scheme not in ("http", "https"):
+        raise ValueError(f"--api {args.api!r} is not an http:// or https:// URL")
+    url = f"{base}/v1/apps/{urllib.parse.quote(args.app, safe='')}/map"
+    started = time.monotonic()
+    request = urllib.request.Request(url, headers=client_header())
+    try:
+        with urllib.request.urlopen(request, timeout=args.timeout) as answer:
+            data = answer.read()
+    except urllib.error.HTTPError as err:
+        raise ValueError(f"{_api_error(url, err)}") from None
+    except (urllib.error.URLError, OSError) as err:
+        reason = getattr(err, "reason", err)
+        raise ValueError(f"cannot reach {base}: {reason}") from None
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)  # mode 0600
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        try:
+            got = LayoutMap(tmp)
+        except MapError as err:
+            raise ValueError(f"{url} did not answer a layout map: {err}") from None
+        if got.app != args.app:
+            raise ValueError(f"{url} answered the map of {got.app!r}, not {args.app!r}")
+        os.replace(tmp, out)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    info = {"path": str(out.resolve()), "app": got.app, "entries": got.entries, "bytes": len(data),
+            "seconds": round(time.monotonic() - started, 3)}
+    if args.json:
+        print(json.dumps(info))
+    else:
+        print(f"wrote {info['entries']} layouts of {args.app!r} to {info['path']} ({info['bytes']} bytes); "
+              f"run the job with IEZ_MAP={info['path']}")
     return 0
 
 

@@ -5,7 +5,6 @@ to that user and the service credential only, and anyone else gets what a missin
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -16,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conftest import API_TOKEN, BACKENDS, Server, fresh_db, run_iez
+from conftest import API_TOKEN, BACKENDS, Munged, Server, fresh_db, run_iez
 from iez.maps import LayoutMap
 
 # Two users as munged sees them: "nobody" from the password database, and a uid that has no entry there.
@@ -28,47 +27,6 @@ def agent_message(oss_id: str, indices) -> dict:
     return {"oss_id": oss_id, "seq": 1, "time": 1_700_000_000.5, "cpu_pct": 12.5, "mem_pct": 40.0,
             "osts": [{"name": f"fs-OST{i:04x}", "index": i, "kbytes_total": 10 << 20, "kbytes_avail": 8 << 20}
                      for i in indices]}
-
-
-class Munged:
-    """munged in the foreground with its own key, socket, log and seed in a temporary directory."""
-
-    def __init__(self):
-        self.dir = Path(tempfile.mkdtemp(prefix="iez-munge-"))
-        os.chmod(self.dir, 0o755)  # munged wants its socket's directory searchable by every client
-        self.socket, key = self.dir / "munge.socket", self.dir / "munge.key"
-        made = subprocess.run(["mungekey", "--create", "--keyfile", str(key), "--bits", "1024"],
-                              capture_output=True, text=True)
-        assert made.returncode == 0, made.stderr
-        self.proc = subprocess.Popen(
-            ["munged", "--foreground", "--force", f"--socket={self.socket}", f"--key-file={key}",
-             f"--log-file={self.dir / 'munged.log'}", f"--pid-file={self.dir / 'munged.pid'}",
-             f"--seed-file={self.dir / 'munged.seed'}"],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        deadline = time.monotonic() + 10
-        while not self.socket.exists():
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"munged did not start: {self.proc.stdout.read()}")
-            time.sleep(0.02)
-
-    def credential(self, uid: int) -> str:
-        """A new credential of ``uid``: root asks munged for one on that user's behalf (``munge -U``)."""
-        args = ["munge", "--no-input", f"--socket={self.socket}"]
-        if uid != os.getuid():
-            args += [f"--uid={uid}", f"--gid={uid}"]
-        made = subprocess.run(args, capture_output=True, text=True)
-        assert made.returncode == 0, made.stderr
-        return made.stdout.strip()
-
-    def header(self, uid: int) -> dict:
-        return {"Authorization": f"MUNGE {self.credential(uid)}"}
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(10)
-        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
