@@ -8,6 +8,8 @@ uses them):
 
 - per OST (labels ``ost``, ``oss``): ``ost_fill`` (0..1), ``ost_kbytes_total``,
   ``ost_kbytes_avail``, ``ost_reserved_kbytes`` (Lustre's reserved space),
+  ``ost_reservations_bytes`` (what iez's allocations hold until written; one
+  grouped DB query a scrape, left out while the DB does not answer),
   ``ost_load_bytes_per_second`` (read+write rate now), ``ost_state`` (1 for the
   label ``state`` it has: active, degraded, readonly, nocreate, inactive)
 - per OSS (label ``oss``): ``oss_fresh`` (1/0, :mod:`iez.freshness`), ``oss_age_seconds``
@@ -85,6 +87,13 @@ class _ServiceCollector:
             for name in STATES if current in STATES else (*STATES, current):
                 state.add_metric([*labels, name], 1 if name == current else 0)
         yield from (fill, total, avail, reserved, load, state)
+        held = self._reservations()
+        if held is not None:
+            reservations = GaugeMetricFamily(prefix + "ost_reservations_bytes", "space iez's allocations hold on "
+                                             "the OST until the reports show it written", labels=["ost", "oss"])
+            for o in osts:
+                reservations.add_metric([str(o.index), o.oss_id], held.get(o.index, 0))
+            yield reservations
 
         fresh = GaugeMetricFamily(prefix + "oss_fresh", "1 while the OSS reports within 3 of its intervals",
                                   labels=["oss"])
@@ -127,6 +136,17 @@ class _ServiceCollector:
         outcomes.add_metric(["deferred"], c.deferred)
         outcomes.add_metric(["failed"], c.failed)
         yield outcomes
+
+
+    def _reservations(self) -> dict[int, int] | None:
+        from iez.db.engine import read
+        from iez.db.models import utcnow
+        from iez.db.stats import reserved_bytes
+
+        try:
+            return read(self.service.engine, lambda conn: reserved_bytes(conn, utcnow()))
+        except Exception:  # a scrape never fails for the DB: the view's metrics are still worth having
+            return None
 
 
 class MdsMetrics:

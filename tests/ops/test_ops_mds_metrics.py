@@ -51,6 +51,8 @@ def test_running_mds_exports_view_drops_and_allocation(tmp_path):
     assert value(samples, "iez_mds_ost_fill", ost="2", oss="oss-b") == pytest.approx(0.2)
     assert value(samples, "iez_mds_ost_kbytes_total", ost="3") == 10 * 1024 * 1024
     assert value(samples, "iez_mds_ost_reserved_kbytes", ost="3") == 0
+    held = {text: v for text, v in samples["iez_mds_ost_reservations_bytes"].items()}
+    assert len(held) == 4 and sum(held.values()) == 4 * GiB  # the four placed files, until written
     assert value(samples, "iez_mds_ost_load_bytes_per_second", ost="1") == 0
     assert value(samples, "iez_mds_ost_state", ost="1", state="active") == 1
     assert value(samples, "iez_mds_ost_state", ost="1", state="degraded") == 0
