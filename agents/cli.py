@@ -56,7 +56,7 @@ class Collector:
             _say(f"warning: {message}")
 
     def read_osts(self) -> list[dict]:
-        readings = collect_osts(self.source.read())
+        readings = collect_osts(self.source.read(), warn=self.warn)
         osts = select_osts(readings, wanted=self.cfg.osts, fsname=self.cfg.fsname, warn=self.warn)
         if not osts:
             detail = []

@@ -24,6 +24,15 @@ The agent reads, per OST:
   and an unknown switch counts as off. The OST's *state* is the most restrictive
   switch that is on (:data:`STATE_ORDER`).
 
+A parameter printed twice (two ``lctl get_param`` runs concatenated, overlapping
+patterns) is a warning, and the later one is used (:func:`latest`), whatever it
+is: capacity, counters or a switch. Between different parameters for the same
+value the rule above stands (obdfilter over osd-*).
+
+Per-client export parameters (``obdfilter.<ost>.exports.<nid>.*``, IPv4 or IPv6
+NIDs, one line or a multi-line ``stats=`` block) are parameters of their own:
+their counters are one client's, never the OST's.
+
 MDT, MGS and any other targets are ignored. OST names are ``<fsname>-OST<hex index>``
 for any file system name; the index is hexadecimal (``OST000a`` is 10).
 """
@@ -44,6 +53,7 @@ __all__ = [
     "Param",
     "ParseError",
     "collect_osts",
+    "latest",
     "ost_index",
     "parse_file",
     "parse_stats",
@@ -53,8 +63,10 @@ __all__ = [
 ]
 
 #: A line that starts a parameter: ``name=value`` where the name has no blanks.
-#: Names may hold NIDs (``exports.10.0.0.1@tcp.uuid``) and dashes (``osd-ldiskfs``).
-_PARAM_LINE = re.compile(r"^([A-Za-z0-9_][A-Za-z0-9_.@+\-]*)=(.*)$")
+#: Names may hold NIDs (``exports.10.0.0.1@tcp.uuid``) and dashes (``osd-ldiskfs``), and one IPv6 NID
+#: segment (``exports.fd00::5@tcp.stats``, ``exports.::ffff:10.0.0.9@tcp.uuid``): colons, only before an ``@``,
+#: so a value line such as ``key: a=b`` never starts a parameter.
+_PARAM_LINE = re.compile(r"^([A-Za-z0-9_][A-Za-z0-9_.@+\-]*?(?:\.[0-9A-Fa-f.]*:[0-9A-Fa-f:.]*@[A-Za-z0-9_.@+\-]*)?)=(.*)$")
 #: ``fs-OST0001``: file system name (any), ``-OST``, hexadecimal index.
 _OST_TARGET = re.compile(r"^(?P<fsname>[A-Za-z0-9_\-]+)-OST(?P<index>[0-9A-Fa-f]{4,8})$")
 _UNSIGNED = re.compile(r"^[0-9]+$")
@@ -274,14 +286,34 @@ class OstReading:
         return most_restrictive(FLAG_STATES[flag] for flag, on in self.flags.items() if on)
 
 
-def collect_osts(params: list[Param]) -> dict[str, OstReading]:
+def _used(param: Param) -> bool:
+    """A parameter the agent takes a value from (an OST's capacity, stats or switch)."""
+    parts = split_param(param.name)
+    return parts is not None and ost_index(parts[1]) is not None and \
+        (parts[2] in CAPACITY_PARAMS or (parts[0] == "obdfilter" and (parts[2] == "stats" or parts[2] in FLAG_STATES)))
+
+
+def latest(params: list[Param], warn=None) -> list[Param]:
+    """Each parameter once: a name printed again replaces the earlier value (``warn`` is told, once per name,
+    for the parameters the agent uses; captures often repeat others, e.g. export UUID lists)."""
+    last: dict[str, Param] = {}
+    for param in params:
+        earlier = last.pop(param.name, None)  # re-inserted: the order is that of the values used
+        if earlier is not None and warn is not None and _used(param):
+            warn(f"{param.name} is printed twice ({earlier.where()} and {param.where()}); using the later one")
+        last[param.name] = param
+    return list(last.values())
+
+
+def collect_osts(params: list[Param], warn=None) -> dict[str, OstReading]:
     """Group OST parameters by target name (every OST seen, complete or not).
 
-    Capacity: an obdfilter value beats an osd-* value; among equals the first wins.
-    I/O counters and state switches come from ``obdfilter.<ost>.*`` only.
+    A parameter printed twice: the later one (:func:`latest`; ``warn`` is told). Capacity: an obdfilter
+    value beats an osd-* value; between two osd-* modules the first wins. I/O counters and state switches
+    come from ``obdfilter.<ost>.*`` only.
     """
     osts: dict[str, OstReading] = {}
-    for param in params:
+    for param in latest(params, warn):
         parts = split_param(param.name)
         if parts is None:
             continue
@@ -291,7 +323,7 @@ def collect_osts(params: list[Param]) -> dict[str, OstReading]:
             continue  # MDT, MGS, …
         ost = osts.setdefault(target, OstReading(target, ident[0], ident[1]))
         if module == "obdfilter" and leaf in FLAG_STATES:
-            if leaf not in ost.flags:  # the first one printed wins, as for capacity
+            if leaf not in ost.flags:  # one value per name (latest); the guard is for sources that repeat
                 ost.flags[leaf] = _single_integer(param) != 0
                 ost.origin[leaf] = param.where()
             continue
