@@ -22,6 +22,7 @@ from iez.api.healthcheck import HealthCheck, min_free_from_env
 from iez.api.limits import BodyLimit, max_body_from_env
 from iez.api.metrics import ApiMetrics, MetricsMiddleware
 from iez.api.routers import allocations, apps, health, oss, osts, requests, stats
+from iez.api.schemas import Problem
 from iez.config import Settings, describe, settings as env_settings
 from iez.db import DatabaseUnavailable, open_db
 from iez.db.engine import unavailable
@@ -72,14 +73,14 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None,
     app.state.owned = OwnedLayoutReader(engine) if settings.reads == "owner" else None
     read_guard = {"token": [Depends(deps.require_reader)],
                   "owner": [Depends(deps.require_user)]}.get(settings.reads, [])
-    app.include_router(stats.router)
-    app.include_router(requests.router)
-    app.include_router(allocations.router)
-    app.include_router(allocations.reads, dependencies=read_guard)
-    app.include_router(osts.router, dependencies=read_guard)
-    app.include_router(oss.router, dependencies=read_guard)
-    app.include_router(apps.router, dependencies=read_guard)
-    app.include_router(health.router)
+    app.include_router(stats.router, responses=ERRORS)
+    app.include_router(requests.router, responses=ERRORS)
+    app.include_router(allocations.router, responses=ERRORS)
+    app.include_router(allocations.reads, dependencies=read_guard, responses=ERRORS)
+    app.include_router(osts.router, dependencies=read_guard, responses=ERRORS)
+    app.include_router(oss.router, dependencies=read_guard, responses=ERRORS)
+    app.include_router(apps.router, dependencies=read_guard, responses=ERRORS)
+    app.include_router(health.router, responses={413: ERRORS[413]})
     _add_error_handlers(app)
     # Innermost first: the lookup fast path answers inside the metrics layer, so it is counted too.
     app.add_middleware(LookupFastPath, reader=app.state.reader,
@@ -91,6 +92,18 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None,
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
     log.info("serving interaction DB %s (reads %s)", describe(engine.url), settings.reads)
     return app
+
+
+#: The error answers every route may give, all with the :class:`~iez.api.schemas.Problem` body.
+ERRORS = {status: {"model": Problem, "description": description} for status, description in (
+    (400, "the body is not JSON the API can parse (e.g. nested too deeply)"),
+    (401, "a credential is needed (`Authorization: Bearer ...` or `MUNGE ...`)"),
+    (403, "the credential does not hold, or does not allow this"),
+    (404, "no such application or allocation"),
+    (413, "the body is larger than the limit (IEZ_API_MAX_BODY, default 64 MiB)"),
+    (422, "the request is invalid: `detail` says why in one line, `errors` per field"),
+    (503, "the interaction DB cannot serve this now (unreachable, stalled, read-only, full): `detail` says which"),
+)}
 
 
 def app_from_env() -> FastAPI:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, model_validator
 
 from iez.allocate import POLICY_NAMES
 from iez.db.models import MAX_PATH_BYTES
@@ -83,21 +83,33 @@ def _default_layout(text: str) -> str:
         raise ValueError(str(err).removeprefix("@: ")) from None
 
 
-Text = Annotated[str, Field(min_length=1, max_length=255), AfterValidator(_encodable)]
-FilePath = Annotated[str, Field(min_length=1, max_length=MAX_PATH_BYTES), AfterValidator(_absolute_path)]
-Bytes = Annotated[int, Field(ge=0, le=INT64_MAX)]
-Percent = Annotated[float, Field(ge=0, le=100, allow_inf_nan=False)]
-StripeCount = Annotated[int, Field(ge=-1, le=2000), AfterValidator(_stripe_count)]
+def _json_int(value: object) -> object:
+    """What JSON calls an integer: ``5`` or ``5.0``, never ``true`` or ``"5"`` (models are strict)."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**64:
+        return int(value)
+    return value
 
-Strict = ConfigDict(extra="forbid")
+
+JsonInt = Annotated[int, BeforeValidator(_json_int)]
+Text = Annotated[str, Field(min_length=1, max_length=255, pattern=r"^[^\x00]*$"), AfterValidator(_encodable)]
+FilePath = Annotated[str, Field(min_length=1, max_length=MAX_PATH_BYTES, pattern=r"^/[^\x00]*$"),
+                     AfterValidator(_absolute_path)]
+Bytes = Annotated[JsonInt, Field(ge=0, le=INT64_MAX)]
+Percent = Annotated[float, Field(ge=0, le=100, allow_inf_nan=False)]
+StripeCount = Annotated[JsonInt, Field(ge=-1, le=2000), AfterValidator(_stripe_count), WithJsonSchema(
+    {"anyOf": [{"type": "integer", "minimum": 1, "maximum": 2000}, {"const": -1}],
+     "description": "1..2000, or -1 for all OSTs"})]
+
+#: Unknown fields refused, and no coercion (``false`` is not 0, ``"1"`` is not 1): the OpenAPI types are exact.
+Strict = ConfigDict(extra="forbid", strict=True)
 
 
 class OstStats(BaseModel):
     model_config = Strict
     name: Text = Field(description="Lustre target name, e.g. fs-OST0001")
-    index: int = Field(ge=0, le=65535, description="OST index (1 for OST0001)")
-    kbytes_total: int = Field(gt=0, le=MAX_OST_KBYTES, description="KiB, at most 2^42 (4 PiB)")
-    kbytes_avail: int = Field(ge=0, le=MAX_OST_KBYTES, description="KiB, at most kbytes_total")
+    index: JsonInt = Field(ge=0, le=65535, description="OST index (1 for OST0001)")
+    kbytes_total: JsonInt = Field(gt=0, le=MAX_OST_KBYTES, description="KiB, at most 2^42 (4 PiB)")
+    kbytes_avail: JsonInt = Field(ge=0, le=MAX_OST_KBYTES, description="KiB, at most kbytes_total")
     read_bytes: Bytes | None = None
     write_bytes: Bytes | None = None
     # message version 2 (agents/SCHEMA.md): the state the OSS reports, and the switches it read
@@ -116,10 +128,12 @@ class OstStats(BaseModel):
 class OssStats(BaseModel):
     """The message an OSS agent publishes (``iez-agent --json``)."""
 
-    model_config = ConfigDict(extra="ignore")  # agents may add fields; we keep what we know
+    model_config = ConfigDict(extra="ignore", strict=True)  # agents may add fields; we keep what we know
     oss_id: Text
     seq: Bytes
-    time: datetime = Field(description="sample time: Unix seconds or ISO 8601")
+    time: Annotated[datetime, WithJsonSchema({"anyOf": [{"type": "string", "format": "date-time"},
+                                                         {"type": "number"}]})] = Field(
+        strict=False, description="sample time: Unix seconds or ISO 8601")
     cpu_pct: Percent
     mem_pct: Percent
     osts: list[OstStats] = Field(default_factory=list, max_length=10000)
@@ -158,16 +172,31 @@ class StatsStored(BaseModel):
     osts: int
 
 
+#: The PFL template's JSON Schema. What it cannot say: each component starts where the one before ends
+#: (``start``, when given, must be that), and only the last may have ``end`` -1.
+TEMPLATE_SCHEMA = {"type": "array", "minItems": 1, "maxItems": 64, "items": {
+    "type": "object", "required": ["end"], "additionalProperties": False, "properties": {
+        "start": {"type": "integer", "minimum": 0},
+        "end": {"type": "integer", "minimum": -1, "description": "bytes; -1: the end of the file"},
+        "stripe_count": {"type": "integer", "minimum": -1},
+        "stripe_size": {"type": "integer", "minimum": 1},
+        "pool": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,15}$"},
+        "osts": {"type": "array", "items": {"type": "integer", "minimum": 0}},
+        "pattern": {"enum": ["raid0", "mdt", "dom", None]},
+        "overstriping": {"type": "boolean"}}}}
+
+
 class WriteRequestIn(BaseModel):
     model_config = Strict
     file: FilePath
-    write_bytes: int = Field(ge=0, le=MAX_FILE_BYTES, description="bytes the file will receive, at most 2^55 (32 PiB)")
+    write_bytes: JsonInt = Field(ge=0, le=MAX_FILE_BYTES, description="bytes the file will receive, at most 2^55 (32 PiB)")
     stripe_count: StripeCount
-    rank: int = Field(default=0, ge=-1, le=INT32_MAX, description="MPI rank; -1 for a file several ranks share")
-    stripe_size: int | None = Field(default=None, gt=0, le=INT64_MAX)
+    rank: JsonInt = Field(default=0, ge=-1, le=INT32_MAX, description="MPI rank; -1 for a file several ranks share")
+    stripe_size: JsonInt | None = Field(default=None, gt=0, le=INT64_MAX)
     source: Literal["traced", "predicted", "darshan"] = "predicted"
     pool: Annotated[str, AfterValidator(_pool)] | None = Field(default=None, description="the file's OST pool")
-    components: Annotated[list[dict], Field(min_length=1, max_length=64), AfterValidator(_template)] | None = Field(
+    components: Annotated[list[dict], Field(min_length=1, max_length=64), AfterValidator(_template),
+                          WithJsonSchema(TEMPLATE_SCHEMA)] | None = Field(
         default=None, description="PFL template: [{end (-1: end of file), stripe_count, stripe_size, pool}, ...]")
     default_layout: Annotated[str, Field(max_length=65536), AfterValidator(_default_layout)] | None = Field(
         default=None, description="layout text of the directory default the request was learnt under ('' none)")
@@ -191,7 +220,7 @@ class AllocateIn(BaseModel):
     model_config = Strict
     app: Text
     policy: Literal[POLICY_NAMES] = "iez"  # type: ignore[valid-type]
-    seed: int = Field(default=0, ge=0, le=INT32_MAX)
+    seed: JsonInt = Field(default=0, ge=0, le=INT32_MAX)
     fill_cap: float = Field(default=0.95, gt=0, le=1, description="no OST is pushed past this fill")
     fill_weight: float = Field(default=0.0, ge=0, le=10,
                                description="share of the job's I/O time that may be given up to even out fill")

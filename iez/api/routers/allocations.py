@@ -102,7 +102,8 @@ def _owner_only(who: Caller) -> str | None:
 
 @reads.get("/v1/allocations", response_model=Layout, responses={404: {"model": Problem}})
 async def get_allocation(
-    path: Annotated[str, Query(min_length=1, max_length=4096, description="absolute file path"),
+    path: Annotated[str, Query(min_length=1, max_length=4096, pattern=r"^/[^\x00]*$",
+                               description="absolute file path"),
                     AfterValidator(_absolute_path)],
     request: Request,
     reader: LayoutReader = Depends(deps.reader),
