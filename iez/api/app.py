@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from fastapi_offline import FastAPIOffline
 from sqlalchemy import Engine
 from sqlalchemy.exc import DataError, IntegrityError, OperationalError, SQLAlchemyError
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -57,7 +58,11 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None,
         health_check.dispose()
         engine.dispose()
 
-    app = FastAPI(
+    # /docs from the files fastapi-offline ships (no CDN: an air-gapped site sees them too). No /redoc: ReDoc's
+    # bundle fetches its logo from a CDN.
+    app = FastAPIOffline(
+        redoc_url=None,
+        swagger_ui_parameters={"validatorUrl": None},  # Swagger UI would otherwise ask validator.swagger.io
         title="iez interaction API",
         version=__version__,
         description="Statistics in, write requests in, OST layouts out. Writes need `Authorization: Bearer`; "
