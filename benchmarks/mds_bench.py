@@ -65,7 +65,8 @@ class Mds:
         self.endpoint = f"tcp://127.0.0.1:{free_port()}"
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "iez.cli", "mds", "--db", self.db, "--bind", self.endpoint, "--status-file",
-             str(self.status_file), "--cpu-max", "100", "--mem-max", "100", "--log-level", "warning", *extra],
+             str(self.status_file), "--cpu-max", "100", "--mem-max", "100", "--log-level", "warning",
+             "--insecure", *extra],  # measures decoding and storing, not CURVE
             env={**os.environ, "IEZ_STATE_DIR": str(tmp)})
         deadline = time.monotonic() + 60
         while not self.status_file.exists():

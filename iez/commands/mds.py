@@ -56,7 +56,7 @@ def register(subparsers) -> None:
                         "keys are the OSS list (read again when the directory changes); required unless --insecure")
     p.add_argument("--insecure", action="store_true",
                    help="accept unauthenticated reports from anyone who reaches --bind (logged at start, shown in "
-                        "the status); for tests and closed networks only")
+                        "the status; key options given too are ignored); for tests and closed networks only")
     p.add_argument("--oss-list", type=Path, metavar="FILE",
                    help="with --insecure: known OSS ids, one per line; messages from others are dropped "
                         "(default: accept all). With keys the key names are the list")
@@ -117,6 +117,9 @@ def _run(args: argparse.Namespace) -> int:
         print("iez mds: refusing to start without CURVE keys: give --curve-secret-key FILE and --curve-authorized DIR "
               "(iez-agent keys DIR NAME makes them), or --insecure to accept reports from anyone", file=sys.stderr)
         return 2
+    ignored_keys = args.insecure and (args.curve_secret_key or args.curve_authorized)
+    if args.insecure:
+        args.curve_secret_key = args.curve_authorized = None  # the explicit choice wins (e.g. IEZ_MDS_ARGS=--insecure)
     if args.oss_list and args.curve_secret_key:
         raise ValueError("--oss-list is for --insecure: with CURVE keys the names in --curve-authorized are the OSS list")
     if args.curve_secret_key:
@@ -149,13 +152,15 @@ def _run(args: argparse.Namespace) -> int:
                        retain=timedelta(days=args.retain_days), allowed_oss=allowed,
                        series_interval_s=args.series_interval,
                        curve_secret_key=args.curve_secret_key, curve_authorized=args.curve_authorized,
-                       insecure=args.insecure and not args.curve_secret_key, max_skew_s=args.max_skew,
+                       insecure=args.insecure, max_skew_s=args.max_skew,
                        fsname=args.fsname,
                        status_file=status_file,
                        lustre_params=lustre_params if lustre_params.source else None,
                        lustre_params_interval_s=args.lustre_params_interval,
                        maps_dir=None if args.maps_dir == "none" else Path(args.maps_dir or Path(settings.state_dir) / "maps"))
     logging.getLogger("iez.mds").info("Lustre parameters of the MDS from %s", lustre_params.describe())
+    if ignored_keys:
+        logging.getLogger("iez.mds").warning("--insecure: ignoring --curve-secret-key and --curve-authorized")
     service = MdsService(engine, config)
     if args.metrics_bind != "none":
         from iez.mds.metrics import MdsMetrics

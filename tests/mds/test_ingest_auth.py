@@ -55,6 +55,15 @@ def test_insecure_is_said_at_start_and_in_the_status(tmp_path, mds_factory):
     assert ", ingest insecure" in shown.stdout.splitlines()[0]
 
 
+def test_insecure_given_with_keys_wins_and_says_so(tmp_path, mds_factory):
+    keys = Keys(tmp_path / "keys", ["oss0"])
+    db = fresh_db("sqlite", tmp_path, "insecurekeys")
+    mds = mds_factory(db, "--insecure", *keys.mds_options()).start()  # e.g. IEZ_MDS_ARGS=--insecure on the unit
+    assert mds.status()["ingest"] == "insecure"
+    log = mds.log.read_text()
+    assert "--insecure: ignoring --curve-secret-key and --curve-authorized" in log and "ingest is INSECURE" in log
+
+
 def test_keyless_and_unknown_key_agents_are_refused_and_refusals_logged_once(tmp_path, mds_factory):
     keys = Keys(tmp_path / "keys", ["oss0"], unauthorised=["rogue"])
     db = fresh_db("sqlite", tmp_path, "curve")
@@ -193,6 +202,7 @@ def test_five_200_mb_frames_leave_the_mds_small_and_the_real_oss_fresh(tmp_path)
         assert sender.returncode == 0, sender.stderr
         assert sender.stdout.strip() == "5", sender.stdout  # each frame ended its connection
         grown_kb = vm(mds.proc.pid, "VmHWM") - hwm_before
+        print(f"MDS peak RSS {hwm_before} KiB before, grown by {grown_kb} KiB after five 200 MB frames")
         assert grown_kb < 100 * 1024, f"the MDS's peak RSS grew by {grown_kb} KiB"
         before = accepted(mds)
         status = mds.wait(lambda s: s["messages"]["accepted"] >= before + 2, what="the real agent still heard")
