@@ -64,6 +64,10 @@ def register(subparsers) -> None:
     change.add_argument("--state", choices=OST_STATES,
                         help="degraded, readonly, nocreate (obdfilter switches on the OSS), inactive "
                              "(osp.*.active=0 on the MDS) or active (all cleared)")
+    change.add_argument("--load", type=float, metavar="MIB_S",
+                        help="with --ost: background load of those OSTs (traffic of other jobs), MiB/s; "
+                             "processes under IEZ_EMULATE feel it at their next read or write")
+    change.add_argument("--bandwidth", type=float, metavar="MIB_S", help="with --ost: their bandwidth, MiB/s")
     change.add_argument("--pool", metavar="NAME", help="the pool to change (created by --add-osts when new)")
     change.add_argument("--add-osts", metavar="LIST", help="lctl pool_add: OSTs joining --pool")
     change.add_argument("--remove-osts", metavar="LIST", help="lctl pool_remove: OSTs leaving --pool")
@@ -157,11 +161,12 @@ def _set(args: argparse.Namespace) -> int:
     from iez.emulate.cluster import change_pool, describe_states, set_param, set_state, ClusterLayout
 
     pool_change = args.add_osts or args.remove_osts or args.destroy
-    if not (args.ost or args.state or args.pool or args.param):
-        raise ValueError("nothing to change: give --ost LIST --state STATE, --pool NAME with --add-osts, "
-                         "--remove-osts or --destroy, or --param NAME=VALUE")
-    if bool(args.ost) != bool(args.state):
-        raise ValueError("--ost and --state go together: --ost 3,4 --state degraded")
+    speed = args.load is not None or args.bandwidth is not None
+    if not (args.ost or args.state or args.pool or args.param or speed):
+        raise ValueError("nothing to change: give --ost LIST with --state STATE, --load or --bandwidth, "
+                         "--pool NAME with --add-osts, --remove-osts or --destroy, or --param NAME=VALUE")
+    if bool(args.ost) != bool(args.state or speed):
+        raise ValueError("--ost goes with --state, --load or --bandwidth: --ost 3,4 --state degraded")
     if bool(args.pool) != bool(pool_change):
         raise ValueError("--pool NAME goes with --add-osts LIST, --remove-osts LIST or --destroy")
     if not (args.root / "cluster.json").is_file():
@@ -172,6 +177,10 @@ def _set(args: argparse.Namespace) -> int:
             print(f"{name}={assignment.partition('=')[2]}")
     if args.state:
         layout = set_state(args.root, args.ost, args.state)
+    if speed:
+        from iez.emulate.cluster import set_speed
+
+        layout = set_speed(args.root, args.ost, args.load, args.bandwidth)
     if args.pool:
         layout = change_pool(args.root, args.pool, args.add_osts, args.remove_osts, args.destroy)
     print(describe_states(layout or ClusterLayout.load(args.root)))

@@ -320,6 +320,9 @@ def create(layout: ClusterLayout) -> ClusterLayout:
         _write(osp / "reserved_mb_low", f"{max(1, ost.kbytes_total >> 20)}\n")
         _apply_state(layout, ost.index, ost.state)
     layout.save()
+    from iez.emulate.bandwidth import from_layout
+
+    from_layout(layout)  # ROOT/bandwidth.shm: what IEZ_EMULATE=ROOT processes are slowed by
     Emulator(layout).update()
     return layout
 
@@ -467,6 +470,31 @@ def set_state(root: str | Path, ost_text: str, state: str) -> ClusterLayout:
         for index in _parse_ost_list(ost_text, layout, "--ost"):
             _apply_state(layout, index, state)
         _record(layout)
+        return layout
+
+
+def set_speed(root: str | Path, ost_text: str, load_mib_s: float | None = None,
+              bandwidth_mib_s: float | None = None) -> ClusterLayout:
+    """Change OSTs' background load or bandwidth (MiB/s): cluster.json for the MDS and the simulator,
+    and the mapped bandwidth table in place, so running jobs feel it at their next call."""
+    from iez.emulate.bandwidth import Server, Table
+
+    for name, value in (("--load", load_mib_s), ("--bandwidth", bandwidth_mib_s)):
+        if value is not None and not 0 <= value < 1e9:
+            raise ValueError(f"{name} {value}: MiB/s from 0 up")
+    with _locked(root) as layout:
+        table = Table(root)
+        try:
+            for index in _parse_ost_list(ost_text, layout, "--ost"):
+                ost = layout.ost(index)
+                if load_mib_s is not None:
+                    ost.load_mib_s = load_mib_s
+                if bandwidth_mib_s is not None:
+                    ost.bandwidth_mib_s = bandwidth_mib_s
+                table.set_rate(index, Server(ost.bandwidth_mib_s, ost.load_mib_s))
+        finally:
+            table.close()
+        layout.save()
         return layout
 
 

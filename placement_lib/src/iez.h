@@ -218,6 +218,19 @@ struct iez_backend {
 extern const struct iez_backend iez_sqlite_backend;
 extern const struct iez_backend iez_mariadb_backend;
 
+/* ---- emulated bandwidth (bandwidth.c; IEZ_EMULATE=ROOT) ------------------ */
+extern int iez_bw_on;                 /* a bandwidth table is mapped: I/O on files with a layout is slowed */
+void iez_bw_load(const char *root);   /* at load: maps ROOT/bandwidth.shm */
+void iez_bw_opened(int fd);           /* a file was opened on fd: keep its emulated layout */
+void iez_bw_copied(int oldfd, int newfd);
+void iez_bw_forget(int fd);
+void iez_bw_forget_range(unsigned first, unsigned last);
+int iez_bw_tracked(int fd);           /* fd's I/O is slowed */
+uint64_t iez_bw_now(void);            /* CLOCK_MONOTONIC ns when iez_bw_on, else 0 */
+/* len bytes at off of fd were read or written, the call having started at started_ns: returns when
+ * the emulated OSTs and OSSs would have served them. errno is kept. */
+void iez_bw_io(int fd, int64_t off, int64_t len, uint64_t started_ns);
+
 /* ---- placement (place.c) ----------------------------------------------- */
 struct iez_created {
     int created;

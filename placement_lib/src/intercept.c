@@ -15,6 +15,7 @@ SLOT(open); SLOT(open64); SLOT(openat); SLOT(openat64); SLOT(__open_2); SLOT(__o
 SLOT(__openat_2); SLOT(__openat64_2); SLOT(fopen); SLOT(fopen64); SLOT(close); SLOT(fclose);
 SLOT(write); SLOT(pwrite); SLOT(pwrite64); SLOT(writev); SLOT(pwritev); SLOT(pwritev64); SLOT(pwritev2);
 SLOT(fwrite); SLOT(copy_file_range); SLOT(sendfile); SLOT(sendfile64); SLOT(_exit); SLOT(_Exit); SLOT(socket);
+SLOT(read); SLOT(pread); SLOT(pread64); SLOT(readv); SLOT(preadv); SLOT(preadv64); SLOT(preadv2);
 
 typedef FILE *(*fopen_fn)(const char *, const char *);
 typedef int (*open2_fn)(const char *, int);
@@ -61,8 +62,12 @@ static int open_common(enum which w, int dirfd, const char *path, int flags, uns
         return iez_hide_fds && fd >= 0 ? iez_fd_hide(fd) : fd;
     }
     const struct iez_config *cfg = iez_cfg();
-    if (cfg->mode == IEZ_MODE_OFF)
-        return call_open(w, dirfd, path, flags, mode);
+    if (cfg->mode == IEZ_MODE_OFF) {
+        int fd = call_open(w, dirfd, path, flags, mode);
+        if (fd >= 0 && iez_bw_on && !(flags & O_PATH))
+            iez_bw_opened(fd);
+        return fd;
+    }
     struct iez_created c = { 0 };
     int at = w == W_OPEN || w == W_OPEN64 ? AT_FDCWD : dirfd;
     int fd = -1, how = IEZ_PLACE_PLAIN;
@@ -82,6 +87,8 @@ static int open_common(enum which w, int dirfd, const char *path, int flags, uns
         fd = call_open(w, dirfd, path, flags, mode); /* the numbers libiez held are the application's again */
     if (fd >= 0 && cfg->mode == IEZ_MODE_TRACE && !(flags & O_PATH))
         iez_trace_opened(at, path, fd, flags);
+    if (fd >= 0 && iez_bw_on && !(flags & O_PATH))
+        iez_bw_opened(fd);
     return fd;
 }
 
@@ -195,7 +202,7 @@ static int fopen_flags(const char *mode, int *flags, char *stream_mode, size_t c
 }
 
 /* fopen modes that create: "w..." and "a..."; glibc's 'x' means O_EXCL. */
-static FILE *fopen_common(fopen_fn real, const char *path, const char *mode)
+static FILE *fopen_placed(fopen_fn real, const char *path, const char *mode)
 {
     if (!real) {
         errno = ENOSYS;
@@ -249,6 +256,17 @@ static FILE *fopen_common(fopen_fn real, const char *path, const char *mode)
     return fp;
 }
 
+static FILE *fopen_common(fopen_fn real, const char *path, const char *mode)
+{
+    FILE *fp = fopen_placed(real, path, mode);
+    if (fp && iez_bw_on && !iez_busy) {
+        int saved = errno;
+        iez_bw_opened(fileno(fp));
+        errno = saved;
+    }
+    return fp;
+}
+
 IEZ_EXPORT FILE *fopen(const char *path, const char *mode)
 {
     return fopen_common(REAL(fopen, fopen_fn), path, mode);
@@ -266,74 +284,198 @@ IEZ_EXPORT FILE *fopen64(const char *path, const char *mode)
 #define TRACING() (__builtin_expect(iez_cfg()->mode == IEZ_MODE_TRACE, 0) && !iez_busy)
 #define COUNT_WRITE(fd, r) iez_count_write((fd), (r))
 
+/* Emulated bandwidth: the call took its bytes at the descriptor's position (read after it) or at off. */
+static inline void bw_seq(int fd, ssize_t r, uint64_t t0)
+{
+    if (r > 0 && __builtin_expect(iez_bw_on, 0) && iez_bw_tracked(fd)) {
+        int saved = errno;
+        off_t pos = lseek(fd, 0, SEEK_CUR);
+        errno = saved;
+        if (pos >= r)
+            iez_bw_io(fd, pos - r, r, t0);
+    }
+}
+
+static inline void bw_at(int fd, ssize_t r, off_t off, uint64_t t0)
+{
+    if (r > 0 && __builtin_expect(iez_bw_on, 0) && iez_bw_tracked(fd))
+        iez_bw_io(fd, off, r, t0);
+}
+
+#define BW_T0() (__builtin_expect(iez_bw_on, 0) ? iez_bw_now() : 0)
+
 IEZ_EXPORT ssize_t write(int fd, const void *buf, size_t n)
 {
+    uint64_t t0 = BW_T0();
     ssize_t r = REAL(write, ssize_t (*)(int, const void *, size_t))(fd, buf, n);
     COUNT_WRITE(fd, r);
+    bw_seq(fd, r, t0);
     return r;
 }
 
 IEZ_EXPORT ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
 {
+    uint64_t t0 = BW_T0();
     ssize_t r = REAL(pwrite, ssize_t (*)(int, const void *, size_t, off_t))(fd, buf, n, off);
     COUNT_WRITE(fd, r);
+    bw_at(fd, r, off, t0);
     return r;
 }
 
 IEZ_EXPORT ssize_t pwrite64(int fd, const void *buf, size_t n, off_t off)
 {
+    uint64_t t0 = BW_T0();
     ssize_t r = REAL(pwrite64, ssize_t (*)(int, const void *, size_t, off_t))(fd, buf, n, off);
     COUNT_WRITE(fd, r);
+    bw_at(fd, r, off, t0);
     return r;
 }
 
 IEZ_EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
 {
+    uint64_t t0 = BW_T0();
     ssize_t r = REAL(writev, ssize_t (*)(int, const struct iovec *, int))(fd, iov, cnt);
     COUNT_WRITE(fd, r);
+    bw_seq(fd, r, t0);
     return r;
 }
 
 IEZ_EXPORT ssize_t pwritev(int fd, const struct iovec *iov, int cnt, off_t off)
 {
+    uint64_t t0 = BW_T0();
     ssize_t r = REAL(pwritev, ssize_t (*)(int, const struct iovec *, int, off_t))(fd, iov, cnt, off);
     COUNT_WRITE(fd, r);
+    bw_at(fd, r, off, t0);
     return r;
 }
 
 IEZ_EXPORT ssize_t pwritev64(int fd, const struct iovec *iov, int cnt, off_t off)
 {
+    uint64_t t0 = BW_T0();
     ssize_t r = REAL(pwritev64, ssize_t (*)(int, const struct iovec *, int, off_t))(fd, iov, cnt, off);
     COUNT_WRITE(fd, r);
+    bw_at(fd, r, off, t0);
     return r;
 }
 
 IEZ_EXPORT ssize_t pwritev2(int fd, const struct iovec *iov, int cnt, off_t off, int flags)
 {
+    uint64_t t0 = BW_T0();
     ssize_t r = REAL(pwritev2, ssize_t (*)(int, const struct iovec *, int, off_t, int))(fd, iov, cnt, off, flags);
     COUNT_WRITE(fd, r);
+    if (off == -1)
+        bw_seq(fd, r, t0);
+    else
+        bw_at(fd, r, off, t0);
+    return r;
+}
+
+/* Reads are interposed for emulated bandwidth only: one load of iez_bw_on otherwise. */
+IEZ_EXPORT ssize_t read(int fd, void *buf, size_t n)
+{
+    uint64_t t0 = BW_T0();
+    ssize_t r = REAL(read, ssize_t (*)(int, void *, size_t))(fd, buf, n);
+    bw_seq(fd, r, t0);
+    return r;
+}
+
+IEZ_EXPORT ssize_t pread(int fd, void *buf, size_t n, off_t off)
+{
+    uint64_t t0 = BW_T0();
+    ssize_t r = REAL(pread, ssize_t (*)(int, void *, size_t, off_t))(fd, buf, n, off);
+    bw_at(fd, r, off, t0);
+    return r;
+}
+
+IEZ_EXPORT ssize_t pread64(int fd, void *buf, size_t n, off_t off)
+{
+    uint64_t t0 = BW_T0();
+    ssize_t r = REAL(pread64, ssize_t (*)(int, void *, size_t, off_t))(fd, buf, n, off);
+    bw_at(fd, r, off, t0);
+    return r;
+}
+
+IEZ_EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
+{
+    uint64_t t0 = BW_T0();
+    ssize_t r = REAL(readv, ssize_t (*)(int, const struct iovec *, int))(fd, iov, cnt);
+    bw_seq(fd, r, t0);
+    return r;
+}
+
+IEZ_EXPORT ssize_t preadv(int fd, const struct iovec *iov, int cnt, off_t off)
+{
+    uint64_t t0 = BW_T0();
+    ssize_t r = REAL(preadv, ssize_t (*)(int, const struct iovec *, int, off_t))(fd, iov, cnt, off);
+    bw_at(fd, r, off, t0);
+    return r;
+}
+
+IEZ_EXPORT ssize_t preadv64(int fd, const struct iovec *iov, int cnt, off_t off)
+{
+    uint64_t t0 = BW_T0();
+    ssize_t r = REAL(preadv64, ssize_t (*)(int, const struct iovec *, int, off_t))(fd, iov, cnt, off);
+    bw_at(fd, r, off, t0);
+    return r;
+}
+
+IEZ_EXPORT ssize_t preadv2(int fd, const struct iovec *iov, int cnt, off_t off, int flags)
+{
+    uint64_t t0 = BW_T0();
+    ssize_t r = REAL(preadv2, ssize_t (*)(int, const struct iovec *, int, off_t, int))(fd, iov, cnt, off, flags);
+    if (off == -1)
+        bw_seq(fd, r, t0);
+    else
+        bw_at(fd, r, off, t0);
     return r;
 }
 
 IEZ_EXPORT ssize_t copy_file_range(int in, off_t *in_off, int out, off_t *out_off, size_t n, unsigned flags)
 {
+    uint64_t t0 = BW_T0();
     ssize_t r = REAL(copy_file_range, ssize_t (*)(int, off_t *, int, off_t *, size_t, unsigned))(
         in, in_off, out, out_off, n, flags);
     COUNT_WRITE(out, r);
+    if (r > 0 && __builtin_expect(iez_bw_on, 0)) {
+        if (in_off)
+            bw_at(in, r, *in_off - r, t0);
+        else
+            bw_seq(in, r, t0);
+        if (out_off)
+            bw_at(out, r, *out_off - r, t0);
+        else
+            bw_seq(out, r, t0);
+    }
     return r;
 }
 
 IEZ_EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t n)
 {
+    uint64_t t0 = BW_T0();
     ssize_t r = REAL(sendfile, ssize_t (*)(int, int, off_t *, size_t))(out, in, off, n);
     COUNT_WRITE(out, r);
+    if (r > 0 && __builtin_expect(iez_bw_on, 0)) {
+        if (off)
+            bw_at(in, r, *off - r, t0);
+        else
+            bw_seq(in, r, t0);
+        bw_seq(out, r, t0);
+    }
     return r;
 }
 
 IEZ_EXPORT ssize_t sendfile64(int out, int in, off_t *off, size_t n)
 {
+    uint64_t t0 = BW_T0();
     ssize_t r = REAL(sendfile64, ssize_t (*)(int, int, off_t *, size_t))(out, in, off, n);
     COUNT_WRITE(out, r);
+    if (r > 0 && __builtin_expect(iez_bw_on, 0)) {
+        if (off)
+            bw_at(in, r, *off - r, t0);
+        else
+            bw_seq(in, r, t0);
+        bw_seq(out, r, t0);
+    }
     return r;
 }
 
@@ -351,6 +493,8 @@ IEZ_EXPORT int close(int fd)
         iez_fd_forget(fd); /* the DB client closes one of its own */
     if (TRACING())
         iez_trace_closing(fd);
+    if (__builtin_expect(iez_bw_on, 0))
+        iez_bw_forget(fd);
     return REAL(close, int (*)(int))(fd);
 }
 
@@ -362,6 +506,11 @@ IEZ_EXPORT int fclose(FILE *fp)
         int fd = fileno(fp);
         if (fd >= 0)
             rec = iez_trace_detach(fd);
+        errno = saved;
+    }
+    if (fp && __builtin_expect(iez_bw_on, 0)) {
+        int saved = errno;
+        iez_bw_forget(fileno(fp));
         errno = saved;
     }
     int r = REAL(fclose, int (*)(FILE *))(fp);
@@ -414,6 +563,9 @@ __attribute__((constructor)) static void iez_init(void)
     iez_owner_pid = getpid();
     iez_cfg();
     iez_lustre_scan_mounts(); /* once, here: the create path then needs no statfs where there is no Lustre */
+    const char *emulate = getenv("IEZ_EMULATE");
+    if (emulate && *emulate)
+        iez_bw_load(emulate); /* emulated bandwidth: ROOT/bandwidth.shm, mapped once */
     pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
     /* the async-signal-safe calls' real symbols now: dlsym in a signal handler could wait for the loader's lock */
     (void)REAL(open, iez_open_fn); (void)REAL(open64, iez_open_fn);

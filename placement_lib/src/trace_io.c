@@ -79,6 +79,8 @@ IEZ_EXPORT int dup(int fd)
     int r = f ? f(fd) : (int)syscall(SYS_dup, fd);
     if (r >= 0 && tracing_table())
         iez_trace_copied(fd, r);
+    if (r >= 0 && iez_bw_on)
+        iez_bw_copied(fd, r);
     return r;
 }
 
@@ -92,6 +94,8 @@ IEZ_EXPORT int dup2(int oldfd, int newfd)
 #endif
     if (r >= 0 && tracing_table())
         iez_trace_copied(oldfd, r);
+    if (r >= 0 && iez_bw_on)
+        iez_bw_copied(oldfd, r);
     return r;
 }
 
@@ -101,6 +105,8 @@ IEZ_EXPORT int dup3(int oldfd, int newfd, int flags)
     int r = f ? f(oldfd, newfd, flags) : (int)syscall(SYS_dup3, oldfd, newfd, flags);
     if (r >= 0 && tracing_table())
         iez_trace_copied(oldfd, r);
+    if (r >= 0 && iez_bw_on)
+        iez_bw_copied(oldfd, r);
     return r;
 }
 
@@ -110,6 +116,8 @@ static int fcntl_common(void *slot_fn, int fd, int cmd, void *arg)
     int r = slot_fn ? ((int (*)(int, int, ...))slot_fn)(fd, cmd, arg) : (int)syscall(SYS_fcntl, fd, cmd, arg);
     if (r >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && tracing_table())
         iez_trace_copied(fd, r);
+    if (r >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && iez_bw_on)
+        iez_bw_copied(fd, r);
     return r;
 }
 
@@ -142,6 +150,8 @@ IEZ_EXPORT int close_range(unsigned first, unsigned last, int flags)
 #endif
     if (r == 0 && !(flags & CLOSE_RANGE_CLOEXEC) && tracing_table() && !iez_busy)
         iez_trace_closed_range(first, last);
+    if (r == 0 && !(flags & CLOSE_RANGE_CLOEXEC) && iez_bw_on)
+        iez_bw_forget_range(first, last);
     return r;
 }
 
@@ -156,6 +166,8 @@ IEZ_EXPORT void closefrom(int lowfd)
 #endif
     if (tracing_table() && !iez_busy && lowfd >= 0)
         iez_trace_closed_range((unsigned)lowfd, ~0U);
+    if (iez_bw_on && lowfd >= 0)
+        iez_bw_forget_range((unsigned)lowfd, ~0U);
 }
 
 IEZ_EXPORT ssize_t splice(int in, loff_t *in_off, int out, loff_t *out_off, size_t n, unsigned flags)

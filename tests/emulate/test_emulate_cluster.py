@@ -151,7 +151,7 @@ def test_an_admin_changes_states_pools_and_parameters_as_lctl_would(tmp_path: Pa
 @pytest.mark.parametrize("args, message", [
     (("--ost", "5", "--state", "degraded"), "OST 5 is not in the emulated cluster"),
     (("--ost", "x1", "--state", "degraded"), "'x1' is not an OST index"),
-    (("--ost", "0"), "--ost and --state go together"),
+    (("--ost", "0"), "--ost goes with --state, --load or --bandwidth"),
     (("--pool", "gone", "--remove-osts", "0"), "--pool gone: no such pool"),
     (("--pool", "flash", "--destroy"), "the pool still holds OSTs 0, 1, 17"),
     (("--pool", "flash",), "--pool NAME goes with"),

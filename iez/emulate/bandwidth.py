@@ -1,0 +1,120 @@
+"""The emulated cluster's bandwidth table, ``ROOT/bandwidth.shm``, which libiez maps (``IEZ_EMULATE=ROOT``).
+
+Each OST and each OSS is a first-come first-served server: its rate is its bandwidth less its
+background load (``load_mib_s``, traffic of other jobs), and a "busy until" time that every process
+on the host reserves from when it reads or writes a file with an emulated layout
+(``placement_lib/src/bandwidth.c`` has the arithmetic). Rates are rewritten in place (``iez cluster
+set --ost N --load MIB_S``), so a running job feels a change at its next call.
+
+Format (little-endian): a 32-byte header ``IEZBW001``, u32 version 1, u32 OST slots (highest index
++ 1), u32 OSS slots, 4 unused bytes, u64 window (bytes; 0: 4 MiB); then 32 bytes per OST index and per OSS: f64 rate in bytes/s
+(0: not slowed), u32 OSS slot (OSTs), u32 flags (1: present), u64 busy-until (CLOCK_MONOTONIC ns),
+u64 unused.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+MAGIC = b"IEZBW001"
+VERSION = 1
+HEADER = 32
+SLOT = 32
+MiB = 1024 * 1024
+#: A server never gets less than this share of its bandwidth, however heavy the background load:
+#: a rate of 0 would mean "not slowed" to the library, and an emulated OST never stops entirely.
+MIN_SHARE = 0.01
+FILE = "bandwidth.shm"
+#: Bytes a server may still be serving when a read or write returns: as a Lustre client keeps RPCs
+#: in flight to several OSTs (write-back, readahead), a sequential writer of a striped file gets the
+#: sum of its OSTs' bandwidth; close() waits for the rest.
+WINDOW = 4 * MiB
+
+
+@dataclass(frozen=True)
+class Server:
+    """One OST or OSS: bandwidth and background load in MiB/s."""
+
+    bandwidth_mib_s: float
+    load_mib_s: float = 0.0
+
+    @property
+    def rate(self) -> float:
+        """Bytes per second left for the emulated jobs."""
+        if self.bandwidth_mib_s <= 0:
+            return 0.0
+        left = max(self.bandwidth_mib_s - self.load_mib_s, self.bandwidth_mib_s * MIN_SHARE)
+        return left * MiB
+
+
+def table_path(root: str | os.PathLike) -> Path:
+    return Path(root) / FILE
+
+
+def write_table(root: str | os.PathLike, osts: dict[int, tuple[Server, str]], osses: dict[str, Server],
+                window: int = WINDOW) -> Path:
+    """Writes the table anew (busy times zero): ``osts`` maps index -> (server, OSS id)."""
+    order = list(osses)
+    slot_of = {oss: k for k, oss in enumerate(order)}
+    n_ost = max(osts, default=-1) + 1
+    buf = bytearray(HEADER + (n_ost + len(order)) * SLOT)
+    struct.pack_into("<8sIII4xQ", buf, 0, MAGIC, VERSION, n_ost, len(order), window)
+    for index, (server, oss) in osts.items():
+        if oss not in slot_of:
+            raise ValueError(f"OST {index} names OSS {oss!r}, which the cluster does not have")
+        struct.pack_into("<dII", buf, HEADER + index * SLOT, server.rate, slot_of[oss], 1)
+    for oss, server in osses.items():
+        struct.pack_into("<dII", buf, HEADER + (n_ost + slot_of[oss]) * SLOT, server.rate, 0, 1)
+    path = table_path(root)
+    tmp = path.with_name(f".{FILE}.tmp")
+    tmp.write_bytes(bytes(buf))
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
+    return path
+
+
+class Table:
+    """The mapped table, to read or change rates while processes use it."""
+
+    def __init__(self, root: str | os.PathLike):
+        self.path = table_path(root)
+        try:
+            fd = os.open(self.path, os.O_RDWR)
+        except FileNotFoundError:
+            raise ValueError(f"{root} has no bandwidth table ({FILE}); create the cluster with "
+                             f"`iez cluster emulate --root {root}`") from None
+        try:
+            self.map = mmap.mmap(fd, 0)
+        finally:
+            os.close(fd)
+        magic, version, self.n_ost, self.n_oss = struct.unpack_from("<8sIII", self.map, 0)
+        if magic != MAGIC or version != VERSION or len(self.map) < HEADER + (self.n_ost + self.n_oss) * SLOT:
+            raise ValueError(f"{self.path}: not a bandwidth table of version {VERSION}")
+
+    def _ost(self, index: int) -> int:
+        if not 0 <= index < self.n_ost or not struct.unpack_from("<I", self.map, HEADER + index * SLOT + 12)[0] & 1:
+            raise ValueError(f"OST {index} is not in the bandwidth table {self.path}")
+        return HEADER + index * SLOT
+
+    def rate(self, index: int) -> float:
+        return struct.unpack_from("<d", self.map, self._ost(index))[0]
+
+    def set_rate(self, index: int, server: Server) -> None:
+        struct.pack_into("<d", self.map, self._ost(index), server.rate)
+
+    def oss_rate(self, slot: int) -> float:
+        return struct.unpack_from("<d", self.map, HEADER + (self.n_ost + slot) * SLOT)[0]
+
+    def close(self) -> None:
+        self.map.close()
+
+
+def from_layout(layout) -> Path:
+    """The table of an emulated cluster (:class:`iez.emulate.cluster.ClusterLayout`)."""
+    osts = {o.index: (Server(o.bandwidth_mib_s, o.load_mib_s), o.oss) for o in layout.osts}
+    osses = {oss["id"]: Server(float(oss.get("bandwidth_mib_s") or 0.0)) for oss in layout.osses}
+    return write_table(layout.root, osts, osses)

@@ -1,0 +1,317 @@
+/* Emulated bandwidth (IEZ_EMULATE=ROOT): an emulator of service time, as netem is for networks.
+ *
+ * `iez cluster emulate` writes ROOT/bandwidth.shm: each OST's and each OSS's rate (its bandwidth
+ * less its background load) and a "busy until" time. Every process on the host maps the same
+ * file, so the OSTs are shared the way real servers are. A read or write of a file that carries
+ * an emulated layout is split over the OSTs its bytes fall on (RAID-0 arithmetic, per component);
+ * each OST, and each OSS for the sum of its OSTs' bytes, is reserved for bytes / rate seconds
+ * after whatever it is already busy with (a first-come first-served server: idle time is not
+ * banked). As a Lustre client keeps RPCs in flight to several OSTs at once (write-back and
+ * readahead), a call returns once at most the table's window (4 MiB per server by default) of its
+ * bytes is still being served, and close() waits for the rest. So a job that piles its stripes on
+ * one OST takes as long as that OST needs, a sequential writer of a striped file gets the sum of
+ * its OSTs, and two jobs on one OST share it.
+ *
+ * Format (little-endian, iez.emulate.bandwidth writes it): a 32-byte header, "IEZBW001", then
+ * u32 version (1), u32 OST slots (the highest index + 1), u32 OSS slots, u32 unused, u64 window
+ * (bytes a server may still be serving when a call returns; 0: 4 MiB);
+ * then one 32-byte slot per OST index and one per OSS: f64 rate (bytes/s; 0: not throttled),
+ * u32 OSS slot (OSTs) , u32 flags (1: present), u64 busy_until (CLOCK_MONOTONIC ns), u64 unused.
+ *
+ * What is throttled: read, pread, readv, preadv and the write family, sendfile and
+ * copy_file_range, on descriptors opened through open, openat, creat, fopen (and their copies by
+ * dup, dup2, dup3 and fcntl). Not: mmap'd I/O, stdio reads (glibc reads inside fread), aio,
+ * io_uring, O_DIRECT's own timing. README "Emulated bandwidth". */
+#include "iez.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <time.h>
+#include <unistd.h>
+
+#define BW_MAGIC "IEZBW001"
+#define BW_HEADER 32u
+#define BW_SLOT 32u
+#define BW_FDS 65536      /* descriptors below this are tracked; above, not throttled */
+#define BW_COMPS 8        /* extents of one file's layout kept per descriptor */
+#define BW_OSTS 128       /* OSTs of one file's layout kept per descriptor */
+
+struct bw_comp {
+    uint64_t start, end, stripe_size;
+    uint16_t count, first; /* count 0: no OSTs there (not instantiated, or Data-on-MDT) */
+};
+
+struct bw_file {
+    int active;
+    int ncomps;
+    uint64_t pending;     /* when the last byte this descriptor sent is served (close waits for it) */
+    struct bw_comp comps[BW_COMPS];
+    uint16_t osts[BW_OSTS];
+};
+
+static unsigned char *table;         /* the mapped ROOT/bandwidth.shm */
+static uint32_t nost_slots, noss_slots;
+static double window = 4.0 * 1024 * 1024;
+static struct bw_file *files;        /* by descriptor; MAP_NORESERVE: only used pages cost */
+int iez_bw_on;                       /* read without a lock on every read and write */
+
+static void sleep_until(uint64_t t);
+
+static inline double slot_rate(const unsigned char *slot)
+{
+    double r;
+    memcpy(&r, slot, sizeof r);
+    return r;
+}
+
+static inline uint32_t get32(const unsigned char *p)
+{
+    uint32_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static unsigned char *ost_slot(uint32_t index)
+{
+    return index < nost_slots ? table + BW_HEADER + (size_t)index * BW_SLOT : NULL;
+}
+
+static unsigned char *oss_slot(uint32_t k)
+{
+    return k < noss_slots ? table + BW_HEADER + ((size_t)nost_slots + k) * BW_SLOT : NULL;
+}
+
+void iez_bw_load(const char *root)
+{
+    char path[IEZ_PATH_MAX];
+    size_t n = strlen(root);
+    if (n + sizeof "/bandwidth.shm" > sizeof path)
+        return;
+    memcpy(path, root, n);
+    memcpy(path + n, "/bandwidth.shm", sizeof "/bandwidth.shm");
+    int fd = iez_sys_open(path, O_RDWR | O_CLOEXEC, 0);
+    if (fd < 0) {
+        iez_debug("IEZ_EMULATE=%s: no bandwidth table (%s): I/O is not slowed", root, strerror(errno));
+        return;
+    }
+    struct stat st;
+    void *p = MAP_FAILED;
+    if (fstat(fd, &st) == 0 && st.st_size >= (off_t)BW_HEADER)
+        p = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    iez_sys_close(fd);
+    if (p == MAP_FAILED) {
+        iez_debug("IEZ_EMULATE=%s: cannot map %s: I/O is not slowed", root, path);
+        return;
+    }
+    unsigned char *t = p;
+    uint32_t no = get32(t + 12), ns = get32(t + 16);
+    if (memcmp(t, BW_MAGIC, 8) != 0 || get32(t + 8) != 1 || no > 65536 || ns > 65536 ||
+        (uint64_t)st.st_size < BW_HEADER + ((uint64_t)no + ns) * BW_SLOT) {
+        iez_debug("IEZ_EMULATE=%s: %s is not a bandwidth table this libiez reads: I/O is not slowed", root, path);
+        munmap(p, (size_t)st.st_size);
+        return;
+    }
+    void *f = mmap(NULL, sizeof(struct bw_file) * BW_FDS, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (f == MAP_FAILED) {
+        munmap(p, (size_t)st.st_size);
+        return;
+    }
+    uint64_t w;
+    memcpy(&w, t + 24, sizeof w);
+    if (w > 0)
+        window = (double)w;
+    table = t;
+    nost_slots = no;
+    noss_slots = ns;
+    files = f;
+    iez_bw_on = 1;
+}
+
+/* The layout of the file just opened on fd, kept for its I/O (nothing when it has none). */
+void iez_bw_opened(int fd)
+{
+    if (fd < 0 || fd >= BW_FDS)
+        return;
+    int saved = errno;
+    struct bw_file *bf = &files[fd];
+    bf->active = 0;
+    bf->pending = 0;
+    char *text = iez_tmp_alloc(IEZ_TEMPLATE_MAX);
+    struct iez_layout *l = text ? iez_tmp_alloc(sizeof *l) : NULL;
+    ssize_t n = l ? fgetxattr(fd, iez_cfg()->xattr_name, text, IEZ_TEMPLATE_MAX) : -1;
+    if (n > 0 && iez_layout_parse(text, (size_t)n, l) == 0) {
+        int ok = 1, used = 0;
+        if (l->ncomps == 0) {
+            ok = l->stripe_count >= 1 && l->stripe_count <= BW_OSTS;
+            bf->ncomps = 1;
+            bf->comps[0] = (struct bw_comp){ 0, UINT64_MAX, l->stripe_size, (uint16_t)l->stripe_count, 0 };
+            for (int i = 0; ok && i < l->stripe_count; i++)
+                bf->osts[i] = (uint16_t)l->osts[i];
+        } else {
+            ok = l->ncomps <= BW_COMPS;
+            bf->ncomps = l->ncomps;
+            for (int c = 0; ok && c < l->ncomps; c++) {
+                const struct iez_comp *comp = &l->comps[c];
+                int count = comp->nosts > 0 && comp->stripe_size > 0 ? comp->nosts : 0;
+                ok = used + count <= BW_OSTS;
+                bf->comps[c] = (struct bw_comp){ comp->start, comp->end, comp->stripe_size, (uint16_t)count,
+                                                 (uint16_t)used };
+                for (int i = 0; ok && i < count; i++)
+                    bf->osts[used + i] = (uint16_t)l->osts[comp->first_ost + i];
+                used += count;
+            }
+        }
+        bf->active = ok;
+        if (!ok)
+            iez_debug("descriptor %d: a layout wider than emulated bandwidth follows: not slowed", fd);
+    }
+    iez_tmp_free(text);
+    errno = saved;
+}
+
+void iez_bw_copied(int oldfd, int newfd)
+{
+    if (oldfd >= 0 && oldfd < BW_FDS && newfd >= 0 && newfd < BW_FDS && oldfd != newfd)
+        files[newfd] = files[oldfd];
+}
+
+void iez_bw_forget(int fd)
+{
+    if (fd >= 0 && fd < BW_FDS && files[fd].active) {
+        int saved = errno;
+        files[fd].active = 0;
+        sleep_until(files[fd].pending); /* close returns when what it sent is served */
+        errno = saved;
+    }
+}
+
+void iez_bw_forget_range(unsigned first, unsigned last)
+{
+    for (unsigned fd = first; fd < BW_FDS && fd <= last; fd++)
+        files[fd].active = 0;
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Reserves `bytes` of the slot's server from `start` on (after what it is busy with); returns when
+ * that ends, and in *ret when the caller may go on (the window's worth of it still in flight). */
+static uint64_t reserve(unsigned char *slot, uint64_t bytes, uint64_t start, uint64_t *ret)
+{
+    double rate = slot_rate(slot);
+    *ret = start;
+    if (!(rate > 0) || !(get32(slot + 12) & 1))
+        return start;
+    uint64_t need = (uint64_t)((double)bytes / rate * 1e9);
+    uint64_t *busy = (uint64_t *)(void *)(slot + 16);
+    uint64_t old = __atomic_load_n(busy, __ATOMIC_RELAXED), end;
+    do {
+        end = (old > start ? old : start) + need;
+    } while (!__atomic_compare_exchange_n(busy, &old, end, 1, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED));
+    uint64_t slack = (uint64_t)(window / rate * 1e9);
+    *ret = end > start + slack ? end - slack : start;
+    return end;
+}
+
+/* Bytes of [0, x) of a component (relative offsets) that lie on its OST number i (RAID-0). */
+static uint64_t below(uint64_t x, uint64_t ss, uint64_t count, uint64_t i)
+{
+    uint64_t row = ss * count, in_row = x % row;
+    uint64_t part = in_row > i * ss ? in_row - i * ss : 0;
+    return x / row * ss + (part < ss ? part : ss);
+}
+
+/* Bytes [off, off + len) of component c, per OST slot of the descriptor, added to per[]. */
+static void split(const struct bw_comp *c, uint64_t off, uint64_t len, uint64_t *per)
+{
+    uint64_t lo = off > c->start ? off : c->start;
+    uint64_t hi = off + len < c->end ? off + len : c->end;
+    if (lo >= hi || c->count == 0 || c->stripe_size == 0)
+        return;
+    for (uint64_t i = 0; i < c->count; i++)
+        per[c->first + i] += below(hi - c->start, c->stripe_size, c->count, i) -
+                             below(lo - c->start, c->stripe_size, c->count, i);
+}
+
+static void sleep_until(uint64_t t)
+{
+    if (t > now_ns()) {
+        struct timespec until = { (time_t)(t / 1000000000u), (long)(t % 1000000000u) };
+        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, NULL) == EINTR) {
+        }
+    }
+}
+
+void iez_bw_io(int fd, int64_t off, int64_t len, uint64_t started_ns)
+{
+    if (fd < 0 || fd >= BW_FDS || len <= 0 || off < 0 || !files[fd].active)
+        return;
+    int saved = errno;
+    const struct bw_file *bf = &files[fd];
+    uint64_t per[BW_OSTS] = { 0 };
+    for (int c = 0; c < bf->ncomps; c++)
+        split(&bf->comps[c], (uint64_t)off, (uint64_t)len, per);
+    int nosts = 0;
+    for (int c = 0; c < bf->ncomps; c++)
+        if (bf->comps[c].first + bf->comps[c].count > nosts)
+            nosts = bf->comps[c].first + bf->comps[c].count;
+    uint64_t done = started_ns, go_on = started_ns, ret;
+    uint64_t oss_bytes[64] = { 0 };
+    uint32_t oss_ids[64];
+    int noss = 0;
+    for (int i = 0; i < nosts; i++) {
+        if (!per[i])
+            continue;
+        unsigned char *slot = ost_slot(bf->osts[i]);
+        if (!slot)
+            continue;
+        uint64_t end = reserve(slot, per[i], started_ns, &ret);
+        if (end > done)
+            done = end;
+        if (ret > go_on)
+            go_on = ret;
+        uint32_t oss = get32(slot + 8);
+        int k = 0;
+        while (k < noss && oss_ids[k] != oss)
+            k++;
+        if (k == noss && noss < 64)
+            oss_ids[noss++] = oss;
+        if (k < noss)
+            oss_bytes[k] += per[i];
+    }
+    for (int k = 0; k < noss; k++) {
+        unsigned char *slot = oss_slot(oss_ids[k]);
+        if (slot) {
+            uint64_t end = reserve(slot, oss_bytes[k], started_ns, &ret);
+            if (end > done)
+                done = end;
+            if (ret > go_on)
+                go_on = ret;
+        }
+    }
+    struct bw_file *w = &files[fd];
+    if (done > w->pending)
+        w->pending = done;
+    sleep_until(go_on);
+    errno = saved;
+}
+
+uint64_t iez_bw_now(void)
+{
+    return iez_bw_on ? now_ns() : 0;
+}
+
+int iez_bw_tracked(int fd)
+{
+    return iez_bw_on && fd >= 0 && fd < BW_FDS && files[fd].active;
+}
