@@ -98,6 +98,8 @@ class LayoutReader:
                     raise missing(self._url) from err
                 if attempt == 2:
                     raise DatabaseUnavailable(f"interaction DB {describe(self._url)} is unavailable: {err}") from err
+            except dbapi.DatabaseError as err:  # a dropped table, a revoked grant: no lookup can be answered
+                raise DatabaseUnavailable(f"interaction DB {describe(self._url)} cannot answer lookups: {err}") from err
         raise AssertionError("unreachable")
 
     def _drop(self, conn) -> None:

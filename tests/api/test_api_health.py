@@ -97,7 +97,9 @@ def test_mariadb_dropped(tmp_path):
         body, _ = wait_for_health(srv.url, healthy=False, within=BOUND_S)
         assert not body["checks"]["reachable"]["ok"] and "does not exist" in body["detail"], body
         for answer in (httpx.get(srv.url + "/v1/osts", timeout=30), httpx.get(srv.url + "/v1/oss", timeout=30),
-                       httpx.get(srv.url + "/v1/apps/x", timeout=30)):
+                       httpx.get(srv.url + "/v1/apps/x", timeout=30),
+                       httpx.get(srv.url + "/v1/allocations", params={"path": "/lustre/x"}, timeout=30),
+                       httpx.post(srv.url + "/v1/allocations/lookup", json={"paths": ["/lustre/x"]}, timeout=30)):
             no_5xx_but_503(answer)
     finally:
         srv.stop()

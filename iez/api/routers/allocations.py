@@ -78,8 +78,8 @@ def allocate(
                                   oss_bandwidth=body.oss_bandwidth_mib_s * MiB)
     try:
         done = place_app(engine, body.app, placement, StaleRule.from_settings(settings), settings.reservation_ttl_s)
-    except ImportError as err:  # a policy whose module this build lacks
-        raise HTTPException(501, f"policy {body.policy!r} is not available in this build: {err}") from err
+    except ImportError as err:  # a policy whose module this build lacks: the request asks what cannot be done
+        raise HTTPException(422, f"policy {body.policy!r} is not available in this build: {err}") from err
     except ValueError:
         metrics.allocation_failures.inc()
         raise
