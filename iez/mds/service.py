@@ -336,11 +336,12 @@ class MdsService:
                 holder = self.view.osts.get(o.index)
                 if holder is not None and holder.oss_id != report.oss_id:
                     old = self.view.osses.get(holder.oss_id)
-                    if old is not None and not old.stale:
+                    if old is not None and not old.stale and o.index in old.osts:
                         cause, why = "conflict", f"OST {o.index} ({o.name}) is held by OSS {holder.oss_id}, which is fresh"
-                    else:
-                        log.warning("OST %d (%s) moves from OSS %s (stale) to OSS %s: failover", o.index, o.name,
-                                    holder.oss_id, report.oss_id)
+                    else:  # the holder is stale, or its last report no longer lists the OST
+                        log.warning("OST %d (%s) moves from OSS %s (%s) to OSS %s: failover", o.index, o.name,
+                                    holder.oss_id, "stale" if old is None or old.stale else "no longer reports it",
+                                    report.oss_id)
                         if old is not None:
                             old.osts = tuple(i for i in old.osts if i != o.index)
             if cause is None:

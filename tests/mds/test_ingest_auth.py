@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -281,3 +282,26 @@ def test_bad_key_options_are_one_line(tmp_path, bad, message):
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], done.stderr
+
+
+def test_an_ost_its_holder_no_longer_reports_moves_without_waiting_for_staleness(tmp_path, caplog):
+    from iez.mds.service import MdsConfig, MdsService
+
+    db = fresh_db("sqlite", tmp_path, "planned")
+    svc = MdsService(make_engine(database_url(db)), MdsConfig(insecure=True))
+    try:
+        def frame(oss: str, seq: int, osts: list[int]) -> list[bytes]:
+            message = stats(oss, seq, 0, count=0)
+            message["osts"] = [stats(oss, seq, i, count=1)["osts"][0] for i in osts]
+            return [json.dumps(message).encode()]
+
+        assert svc.receive(frame("oss0", 1, [0, 1]))
+        assert svc.receive(frame("oss1", 1, [1, 2]))
+        assert svc.view.osts[1].oss_id == "oss0" and svc.counters.osts_refused["conflict"] == 1
+        assert svc.receive(frame("oss0", 2, [0]))  # oss0, fresh, hands OST 1 over (a planned failover)
+        assert svc.receive(frame("oss1", 2, [1, 2]))
+        assert svc.view.osts[1].oss_id == "oss1" and svc.counters.osts_refused["conflict"] == 1
+        assert "OST 1 (fs-OST0001) moves from OSS oss0 (no longer reports it) to OSS oss1: failover" in caplog.text
+    finally:
+        svc._stop_writer()
+        svc.engine.dispose()
