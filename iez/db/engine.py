@@ -23,8 +23,9 @@ after ``connect_timeout`` (5 s) to connect and ``read_timeout`` /
 ``write_timeout`` (15 s) for an answer or a send (:data:`MARIADB_TIMEOUTS`; a
 URL's own ``?read_timeout=60`` wins), so a stalled server costs a caller a
 bounded wait and then :class:`DatabaseUnavailable`; SQLite waits at most
-``SQLITE_BUSY_S`` (30 s) for another writer's lock. :func:`make_probe` gives the
-short-fused, unpooled engine ``/healthz`` checks with.
+``SQLITE_BUSY_S`` (30 s) for another writer's lock. Schema migrations run
+without the read time-out (:func:`migration_transaction`). :func:`make_probe`
+gives the short-fused, unpooled engine ``/healthz`` checks with.
 
 Opening never creates. Every SQLite connection (engines and the lookup path
 alike, :func:`open_sqlite`) opens the file with ``mode=rw``, so a missing file
@@ -142,6 +143,23 @@ def make_engine(url: URL) -> Engine:
         isolation_level="READ COMMITTED",
         connect_args=mariadb_timeouts(url),
     )
+
+
+@contextmanager
+def migration_transaction(engine: Engine) -> Iterator[Connection]:
+    """A transaction for schema migrations: on MariaDB on a connection of its own without the read and write
+    time-outs, since one ALTER TABLE on a large table may rightly take minutes with the server silent."""
+    if is_sqlite(engine):
+        with engine.begin() as conn:
+            yield conn
+        return
+    patient = create_engine(engine.url, poolclass=NullPool, isolation_level="READ COMMITTED",
+                            connect_args={"connect_timeout": MARIADB_TIMEOUTS["connect_timeout"]})
+    try:
+        with patient.begin() as conn:
+            yield conn
+    finally:
+        patient.dispose()
 
 
 def make_probe(url: URL, timeout_s: int = 2) -> Engine:

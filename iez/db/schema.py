@@ -19,7 +19,7 @@ from sqlalchemy.engine import URL
 from sqlalchemy.exc import OperationalError
 
 from iez.config import describe
-from iez.db.engine import DatabaseUnavailable, unavailable
+from iez.db.engine import DatabaseUnavailable, migration_transaction, unavailable
 from iez.db.engine import upgrade_command as url_upgrade_command
 
 MIGRATIONS = Path(__file__).with_name("migrations")
@@ -78,7 +78,7 @@ def upgrade(engine: Engine, revision: str = "head") -> str:
     ensure_database(engine.url)
     config = alembic_config()
     try:
-        with engine.begin() as conn:
+        with migration_transaction(engine) as conn:  # no read time-out: an ALTER TABLE may take minutes
             config.attributes["connection"] = conn
             command.upgrade(config, revision)
     except OperationalError as err:
@@ -88,7 +88,7 @@ def upgrade(engine: Engine, revision: str = "head") -> str:
 
 def downgrade(engine: Engine, revision: str) -> str:
     config = alembic_config()
-    with engine.begin() as conn:
+    with migration_transaction(engine) as conn:
         config.attributes["connection"] = conn
         command.downgrade(config, revision)
     return current_revision(engine) or "base"
