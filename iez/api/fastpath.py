@@ -68,23 +68,26 @@ class LookupFastPath:
                         await self._one(query[0][1], owner, send)
                     return
             elif scope["path"] == LOOKUP_MANY and scope["method"] == "POST":
+                owner = await self._owner(scope, send)  # with owner reads: who asks, before the body is read
+                if owner is _ANSWERED:
+                    return
                 body = await _read_body(receive)
                 # A large body is parsed in a thread: a 64 MiB one takes ~0.5 s that other lookups must not wait.
                 paths = _paths(body) if body is None or len(body) < OFF_LOOP_BYTES \
                     else await asyncio.to_thread(_paths, body)
                 if paths is not None:
                     scope["iez_route"] = LOOKUP_MANY
-                    owner = await self._owner(scope, send)
-                    if owner is not _ANSWERED:
-                        await self._many(paths, owner, send)
+                    await self._many(paths, owner, send)
                     return
-                receive = _replay(body)
+                receive = _replay(body)  # the route explains what is wrong (the caller is kept on the request)
         await self.app(scope, receive, send)
 
     async def _owner(self, scope, send):
-        """The user whose files alone may be answered (None: all), or :data:`_ANSWERED` once an error went out."""
+        """The user whose files alone may be answered (None: all), or :data:`_ANSWERED` once an error went out
+        (closing the connection when a body follows: it is not read)."""
         if self.auth is None:
             return None
+        unread = {"Connection": "close"} if scope["method"] == "POST" else {}
         header = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"authorization"), None)
         try:
             if self.auth.blocking and header and header.lstrip()[:6].lower() == "munge ":
@@ -92,13 +95,13 @@ class LookupFastPath:
             else:
                 who = self.auth.caller(header)
         except AuthError as err:
-            await _answer(send, err.status, {"detail": err.detail}, err.headers)
+            await _answer(send, err.status, {"detail": err.detail}, {**err.headers, **unread})
             return _ANSWERED
         if who.anonymous:
             from iez.api.deps import SEND_CREDENTIALS
 
             await _answer(send, 401, {"detail": f"authentication needed: {SEND_CREDENTIALS}"},
-                          {"WWW-Authenticate": "Bearer, MUNGE"})
+                          {"WWW-Authenticate": "Bearer, MUNGE", **unread})
             return _ANSWERED
         scope["iez_caller"] = who
         return None if who.admin else who.user

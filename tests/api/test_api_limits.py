@@ -157,3 +157,31 @@ def test_rank_minus_one_is_a_shared_file(default):
         assert answer.status_code == 201, answer.text
         assert api.get("/v1/apps/shared").json()["requests"][0]["rank"] == -1
 
+
+
+@pytest.fixture(scope="module")
+def owner_reads(tmp_path_factory):
+    """A server whose reads go to owners (user tokens): lookups need a credential."""
+    where = tmp_path_factory.mktemp("owners")
+    tokens = where / "user-tokens"
+    tokens.write_text("alice alice-token-0123456789abcdef\n")
+    tokens.chmod(0o600)
+    srv = Server(fresh_db("sqlite", where, "owners"), env={"IEZ_API_USER_TOKENS": str(tokens)})
+    yield srv
+    srv.stop()
+
+
+def test_batch_lookups_with_owner_reads_are_authenticated_before_their_body_is_read(owner_reads):
+    upload = Upload(owner_reads.url, "/v1/allocations/lookup", {}, 30 * MB)
+    try:
+        status, raw, _ = upload.answer()
+        assert status == 401, raw
+        assert upload.closed_by_server()
+        assert upload.sent < 20 * MB, upload.sent
+    finally:
+        upload.close()
+    alice = {"Authorization": "Bearer alice-token-0123456789abcdef"}
+    answer = httpx.post(owner_reads.url + "/v1/allocations/lookup", json={"paths": ["/lustre/a"]}, headers=alice)
+    assert answer.status_code == 200 and answer.json()["missing"] == ["/lustre/a"]
+    bad = httpx.post(owner_reads.url + "/v1/allocations/lookup", json={"paths": ["relative"]}, headers=alice)
+    assert bad.status_code == 422, bad.text  # the route explains, with the caller the fast path already knew
