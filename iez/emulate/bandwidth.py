@@ -6,10 +6,19 @@ on the host reserves from when it reads or writes a file with an emulated layout
 (``placement_lib/src/bandwidth.c`` has the arithmetic). Rates are rewritten in place (``iez cluster
 set --ost N --load MIB_S``), so a running job feels a change at its next call.
 
-Format (little-endian): a 32-byte header ``IEZBW001``, u32 version 1, u32 OST slots (highest index
-+ 1), u32 OSS slots, 4 unused bytes, u64 window (bytes; 0: 4 MiB); then 32 bytes per OST index and per OSS: f64 rate in bytes/s
-(0: not slowed), u32 OSS slot (OSTs), u32 flags (1: present), u64 busy-until (CLOCK_MONOTONIC ns),
-u64 unused.
+Shares (seed 002): a process started with ``IEZ_IO_CLASS=NAME`` (``IEZ_IO_WEIGHT=W``, default 1;
+``IEZ_IO_SHARE=F``, a cap as a fraction of each server's rate) is served in its class's own lane on
+each server: the classes busy on a server share it by weight, a capped class never gets more than
+its cap, and what it leaves goes to the others (water-filling). Processes without a class are class
+0 (weight 1, no cap). So two movements weighted 3:1 get 3:1 of an OST, and a background movement
+capped at 0.3 leaves a job beside it at least 0.7.
+
+Format (little-endian): a 32-byte header ``IEZBW001``, u32 version 2, u32 OST slots (highest index
++ 1), u32 OSS slots, u32 class slots, u64 window (bytes; 0: 4 MiB); then 32 bytes per OST index and
+per OSS: f64 rate in bytes/s (0: not slowed), u32 OSS slot (OSTs), u32 flags (1: present), 16
+unused bytes; then 32 bytes per class: u64 key (0 free, 1 class 0, else FNV-1a of the name), f64
+weight, f64 cap, 8 unused bytes; then per server (OSTs, then OSSs) a u64 busy-until
+(CLOCK_MONOTONIC ns) per class.
 """
 
 from __future__ import annotations
@@ -21,7 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 MAGIC = b"IEZBW001"
-VERSION = 1
+VERSION = 2
+#: I/O classes one table holds (class 0, the processes without IEZ_IO_CLASS, included).
+CLASSES = 32
 HEADER = 32
 SLOT = 32
 MiB = 1024 * 1024
@@ -61,8 +72,10 @@ def write_table(root: str | os.PathLike, osts: dict[int, tuple[Server, str]], os
     order = list(osses)
     slot_of = {oss: k for k, oss in enumerate(order)}
     n_ost = max(osts, default=-1) + 1
-    buf = bytearray(HEADER + (n_ost + len(order)) * SLOT)
-    struct.pack_into("<8sIII4xQ", buf, 0, MAGIC, VERSION, n_ost, len(order), window)
+    servers = n_ost + len(order)
+    buf = bytearray(HEADER + (servers + CLASSES) * SLOT + servers * CLASSES * 8)
+    struct.pack_into("<8sIIIIQ", buf, 0, MAGIC, VERSION, n_ost, len(order), CLASSES, window)
+    struct.pack_into("<Qdd", buf, HEADER + servers * SLOT, 1, 1.0, 0.0)  # class 0: the default
     for index, (server, oss) in osts.items():
         if oss not in slot_of:
             raise ValueError(f"OST {index} names OSS {oss!r}, which the cluster does not have")
@@ -91,8 +104,10 @@ class Table:
             self.map = mmap.mmap(fd, 0)
         finally:
             os.close(fd)
-        magic, version, self.n_ost, self.n_oss = struct.unpack_from("<8sIII", self.map, 0)
-        if magic != MAGIC or version != VERSION or len(self.map) < HEADER + (self.n_ost + self.n_oss) * SLOT:
+        magic, version, self.n_ost, self.n_oss, self.n_class = struct.unpack_from("<8sIIII", self.map, 0)
+        servers = self.n_ost + self.n_oss
+        if magic != MAGIC or version != VERSION or \
+                len(self.map) < HEADER + (servers + self.n_class) * SLOT + servers * self.n_class * 8:
             raise ValueError(f"{self.path}: not a bandwidth table of version {VERSION}")
 
     def _ost(self, index: int) -> int:
@@ -108,6 +123,16 @@ class Table:
 
     def oss_rate(self, slot: int) -> float:
         return struct.unpack_from("<d", self.map, HEADER + (self.n_ost + slot) * SLOT)[0]
+
+    def classes(self) -> list[dict]:
+        """The I/O classes processes have joined: key, weight, cap (0: none)."""
+        base = HEADER + (self.n_ost + self.n_oss) * SLOT
+        out = []
+        for k in range(self.n_class):
+            key, weight, cap = struct.unpack_from("<Qdd", self.map, base + k * SLOT)
+            if key:
+                out.append({"slot": k, "key": key, "weight": weight, "cap": cap})
+        return out
 
     def close(self) -> None:
         self.map.close()

@@ -12,11 +12,21 @@
  * one OST takes as long as that OST needs, a sequential writer of a striped file gets the sum of
  * its OSTs, and two jobs on one OST share it.
  *
+ * Shares (seed 002, vPFS): a process may belong to an I/O class (IEZ_IO_CLASS=NAME, with
+ * IEZ_IO_WEIGHT=W, default 1, and IEZ_IO_SHARE=F, a cap as a fraction of each server's rate, e.g. a
+ * background movement's). Each server serves each class in its own lane: the classes busy on a
+ * server share its rate in proportion to their weights, a capped class never gets more than its
+ * cap and what it leaves goes to the others by weight (water-filling: the fluid sharing that
+ * start-time fair queuing approximates); within a class, first come first served. Processes
+ * without a class share class 0 (weight 1, no cap).
+ *
  * Format (little-endian, iez.emulate.bandwidth writes it): a 32-byte header, "IEZBW001", then
- * u32 version (1), u32 OST slots (the highest index + 1), u32 OSS slots, u32 unused, u64 window
- * (bytes a server may still be serving when a call returns; 0: 4 MiB);
- * then one 32-byte slot per OST index and one per OSS: f64 rate (bytes/s; 0: not throttled),
- * u32 OSS slot (OSTs) , u32 flags (1: present), u64 busy_until (CLOCK_MONOTONIC ns), u64 unused.
+ * u32 version (2), u32 OST slots (the highest index + 1), u32 OSS slots, u32 class slots, u64
+ * window (bytes a server may still be serving when a call returns; 0: 4 MiB); then one 32-byte
+ * slot per OST index and one per OSS: f64 rate (bytes/s; 0: not throttled), u32 OSS slot (OSTs),
+ * u32 flags (1: present), u64 unused, u64 unused; then one 32-byte slot per class: u64 key (0:
+ * free, 1: class 0, else a hash of the name), f64 weight, f64 cap (0: none), u64 unused; then per
+ * server (OSTs, then OSSs) one u64 busy-until (CLOCK_MONOTONIC ns) per class.
  *
  * What is throttled: read, pread, readv, preadv and the write family, sendfile and
  * copy_file_range, on descriptors opened through open, openat, creat, fopen (and their copies by
@@ -27,6 +37,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -55,7 +66,10 @@ struct bw_file {
 };
 
 static unsigned char *table;         /* the mapped ROOT/bandwidth.shm */
-static uint32_t nost_slots, noss_slots;
+static uint32_t nost_slots, noss_slots, nclasses;
+static unsigned char *classes;       /* the class slots */
+static uint64_t *lanes;              /* busy-until per (server, class) */
+static uint32_t my_class;            /* this process's class slot (0: the default class) */
 static double window = 4.0 * 1024 * 1024;
 static struct bw_file *files;        /* by descriptor; MAP_NORESERVE: only used pages cost */
 int iez_bw_on;                       /* read without a lock on every read and write */
@@ -86,6 +100,74 @@ static unsigned char *oss_slot(uint32_t k)
     return k < noss_slots ? table + BW_HEADER + ((size_t)nost_slots + k) * BW_SLOT : NULL;
 }
 
+static double get_f64(const unsigned char *p)
+{
+    double v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static void put_f64(unsigned char *p, double v)
+{
+    uint64_t bits;
+    memcpy(&bits, &v, sizeof bits);
+    __atomic_store_n((uint64_t *)(void *)p, bits, __ATOMIC_RELAXED);
+}
+
+/* FNV-1a of the class name, never 0 (free) or 1 (the default class). */
+static uint64_t class_key(const char *name)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+        h = (h ^ *p) * 1099511628211ull;
+    return h > 1 ? h : h + 2;
+}
+
+/* This process's class from IEZ_IO_CLASS, IEZ_IO_WEIGHT and IEZ_IO_SHARE: found by name or claimed. */
+static void join_class(void)
+{
+    const char *name = getenv("IEZ_IO_CLASS");
+    if (!name || !*name || !nclasses)
+        return;
+    uint64_t key = class_key(name);
+    double weight = 1.0, cap = 0.0;
+    const char *w = getenv("IEZ_IO_WEIGHT"), *f = getenv("IEZ_IO_SHARE");
+    if (w && *w) {
+        char *end;
+        double v = strtod(w, &end);
+        if (*end == '\0' && v > 0 && v < 1e9)
+            weight = v;
+        else
+            iez_debug("IEZ_IO_WEIGHT=%s is not a positive number: weight 1", w);
+    }
+    if (f && *f) {
+        char *end;
+        double v = strtod(f, &end);
+        if (*end == '\0' && v > 0 && v <= 1)
+            cap = v;
+        else
+            iez_debug("IEZ_IO_SHARE=%s is not a fraction in (0, 1]: no cap", f);
+    }
+    for (uint32_t k = 1; k < nclasses; k++) {
+        uint64_t *slot_key = (uint64_t *)(void *)(classes + (size_t)k * BW_SLOT);
+        uint64_t seen = __atomic_load_n(slot_key, __ATOMIC_ACQUIRE);
+        if (seen == 0) {
+            uint64_t expected = 0;
+            if (__atomic_compare_exchange_n(slot_key, &expected, key, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+                seen = key;
+            else
+                seen = expected;
+        }
+        if (seen == key) {
+            put_f64(classes + (size_t)k * BW_SLOT + 8, weight);
+            put_f64(classes + (size_t)k * BW_SLOT + 16, cap);
+            my_class = k;
+            return;
+        }
+    }
+    iez_debug("IEZ_IO_CLASS=%s: every class slot of the bandwidth table is taken: default class", name);
+}
+
 void iez_bw_load(const char *root)
 {
     char path[IEZ_PATH_MAX];
@@ -110,8 +192,9 @@ void iez_bw_load(const char *root)
     }
     unsigned char *t = p;
     uint32_t no = get32(t + 12), ns = get32(t + 16);
-    if (memcmp(t, BW_MAGIC, 8) != 0 || get32(t + 8) != 1 || no > 65536 || ns > 65536 ||
-        (uint64_t)st.st_size < BW_HEADER + ((uint64_t)no + ns) * BW_SLOT) {
+    uint32_t nc = get32(t + 20);
+    if (memcmp(t, BW_MAGIC, 8) != 0 || get32(t + 8) != 2 || no > 65536 || ns > 65536 || nc < 1 || nc > 256 ||
+        (uint64_t)st.st_size < BW_HEADER + ((uint64_t)no + ns + nc) * BW_SLOT + ((uint64_t)no + ns) * nc * 8) {
         iez_debug("IEZ_EMULATE=%s: %s is not a bandwidth table this libiez reads: I/O is not slowed", root, path);
         munmap(p, (size_t)st.st_size);
         return;
@@ -129,7 +212,11 @@ void iez_bw_load(const char *root)
     table = t;
     nost_slots = no;
     noss_slots = ns;
+    nclasses = nc;
+    classes = t + BW_HEADER + ((size_t)no + ns) * BW_SLOT;
+    lanes = (uint64_t *)(void *)(classes + (size_t)nc * BW_SLOT);
     files = f;
+    join_class();
     iez_bw_on = 1;
 }
 
@@ -204,21 +291,69 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* Reserves `bytes` of the slot's server from `start` on (after what it is busy with); returns when
- * that ends, and in *ret when the caller may go on (the window's worth of it still in flight). */
-static uint64_t reserve(unsigned char *slot, uint64_t bytes, uint64_t start, uint64_t *ret)
+/* The rate class c gets on server `server` (rate bytes/s) with the classes busy there at `now`:
+ * weights share it, caps bound it, what capped classes leave goes to the others (water-filling). */
+static double class_rate(uint32_t server, uint32_t c, double rate, uint64_t now)
+{
+    double weight[256], cap[256];
+    uint32_t who[256];
+    int n = 0;
+    const uint64_t *lane = lanes + (size_t)server * nclasses;
+    for (uint32_t k = 0; k < nclasses; k++) {
+        if (k != c && __atomic_load_n(&lane[k], __ATOMIC_RELAXED) <= now)
+            continue; /* idle here: takes nothing */
+        const unsigned char *slot = classes + (size_t)k * BW_SLOT;
+        double w = get_f64(slot + 8), f = get_f64(slot + 16);
+        weight[n] = w > 0 ? w : 1.0;
+        cap[n] = f > 0 && f <= 1 ? f * rate : rate;
+        who[n++] = k;
+    }
+    double left = rate;
+    int fixed[256] = { 0 };
+    for (int round = 0; round <= n; round++) {
+        double sum = 0;
+        for (int i = 0; i < n; i++)
+            if (!fixed[i])
+                sum += weight[i];
+        if (sum <= 0)
+            break;
+        int changed = 0;
+        for (int i = 0; i < n; i++) {
+            if (!fixed[i] && cap[i] < left * weight[i] / sum) {
+                fixed[i] = 1; /* held at its cap: the rest is shared again */
+                left -= cap[i];
+                changed = 1;
+            }
+        }
+        if (!changed) {
+            for (int i = 0; i < n; i++)
+                if (who[i] == c)
+                    return fixed[i] ? cap[i] : left * weight[i] / sum;
+        }
+    }
+    for (int i = 0; i < n; i++)
+        if (who[i] == c)
+            return cap[i];
+    return rate;
+}
+
+/* Reserves `bytes` of server `server` (its slot) for this process's class from `start` on, after
+ * what that class is already busy with there; returns when that ends, and in *ret when the caller
+ * may go on (the window's worth of it still in flight). */
+static uint64_t reserve(uint32_t server, unsigned char *slot, uint64_t bytes, uint64_t start, uint64_t *ret)
 {
     double rate = slot_rate(slot);
     *ret = start;
     if (!(rate > 0) || !(get32(slot + 12) & 1))
         return start;
-    uint64_t need = (uint64_t)((double)bytes / rate * 1e9);
-    uint64_t *busy = (uint64_t *)(void *)(slot + 16);
+    double r = class_rate(server, my_class, rate, start);
+    uint64_t need = (uint64_t)((double)bytes / r * 1e9);
+    uint64_t *busy = lanes + (size_t)server * nclasses + my_class;
     uint64_t old = __atomic_load_n(busy, __ATOMIC_RELAXED), end;
     do {
         end = (old > start ? old : start) + need;
     } while (!__atomic_compare_exchange_n(busy, &old, end, 1, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED));
-    uint64_t slack = (uint64_t)(window / rate * 1e9);
+    uint64_t slack = (uint64_t)(window / r * 1e9);
     *ret = end > start + slack ? end - slack : start;
     return end;
 }
@@ -275,7 +410,7 @@ void iez_bw_io(int fd, int64_t off, int64_t len, uint64_t started_ns)
         unsigned char *slot = ost_slot(bf->osts[i]);
         if (!slot)
             continue;
-        uint64_t end = reserve(slot, per[i], started_ns, &ret);
+        uint64_t end = reserve(bf->osts[i], slot, per[i], started_ns, &ret);
         if (end > done)
             done = end;
         if (ret > go_on)
@@ -292,7 +427,7 @@ void iez_bw_io(int fd, int64_t off, int64_t len, uint64_t started_ns)
     for (int k = 0; k < noss; k++) {
         unsigned char *slot = oss_slot(oss_ids[k]);
         if (slot) {
-            uint64_t end = reserve(slot, oss_bytes[k], started_ns, &ret);
+            uint64_t end = reserve(nost_slots + oss_ids[k], slot, oss_bytes[k], started_ns, &ret);
             if (end > done)
                 done = end;
             if (ret > go_on)
