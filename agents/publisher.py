@@ -13,6 +13,10 @@ MDS needs no list of them. ZeroMQ reconnects by itself when the MDS restarts.
   and encrypted; an MDS running a ZAP authenticator accepts only known keys.
 
 A socket monitor reports connection changes and rejected handshakes on stderr.
+libzmq gives up on a connection whose handshake failed (a key the MDS does not
+know yet, CURVE on one side only); the publisher connects again every
+``RETRY_HANDSHAKE_S`` (30 s), so an agent whose key the administrator adds to
+the MDS later is heard without a restart.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ _EVENTS = (zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_HANDSHAKE_FAILED_AUTH
            | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
            | zmq.EVENT_DISCONNECTED)
 _SLICE_MS = 200
+RETRY_HANDSHAKE_S = 30.0
 
 
 def _stderr(message: str) -> None:
@@ -71,6 +76,7 @@ class Publisher:
         self.log = log
         self.connected = False
         self._last_problem: str | None = None
+        self._retry_at: float | None = None  # when to connect again after a failed handshake
         self.ctx = zmq.Context()
         self.sock = self.ctx.socket(zmq.PUB)
         try:
@@ -97,6 +103,7 @@ class Publisher:
     def _handle(self, event: dict) -> None:
         kind = event["event"]
         if kind == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+            self._retry_at = None
             if not self.connected:
                 self.log(f"connected to the MDS at {self.endpoint}")
             self.connected = True
@@ -116,9 +123,22 @@ class Publisher:
         else:
             problem = f"handshake with {self.endpoint} failed: are CURVE settings the same on both sides?"
         self.connected = False
+        if self._retry_at is None:
+            self._retry_at = time.monotonic() + RETRY_HANDSHAKE_S
         if problem != self._last_problem:
-            self.log(problem)
+            self.log(f"{problem} (trying again every {RETRY_HANDSHAKE_S:g} s)")
             self._last_problem = problem
+
+    def _retry(self) -> None:
+        """libzmq does not reconnect after a failed handshake: connect again once it is time."""
+        if self._retry_at is None or self.connected or time.monotonic() < self._retry_at:
+            return
+        self._retry_at = None
+        try:
+            self.sock.disconnect(self.endpoint)
+        except zmq.ZMQError:
+            pass  # already gone
+        self.sock.connect(self.endpoint)
 
     @property
     def problem(self) -> str | None:
@@ -127,6 +147,7 @@ class Publisher:
 
     def poll(self, timeout_ms: int = 0) -> None:
         """Handle the connection events that arrive within ``timeout_ms``."""
+        self._retry()
         if self.monitor.poll(timeout_ms):
             while True:
                 try:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
+from agents.keys import create_keypair
 from conftest import fresh_db
 from iez.config import database_url
 from iez.db.engine import make_engine, read
@@ -266,6 +267,23 @@ def test_a_new_key_in_the_directory_is_an_oss_without_a_restart(tmp_path, mds_fa
         mds.wait(lambda s: s["osses"]["fresh"] == ["oss7"], what="the new OSS")
     finally:
         stop(agent)
+
+
+def test_a_refused_agent_is_heard_once_its_key_is_added(tmp_path, mds_factory):
+    """libzmq gives up after a refused handshake; the agent connects again every 30 s by itself."""
+    keys = Keys(tmp_path / "keys", ["oss0"])
+    db = fresh_db("sqlite", tmp_path, "latekey")
+    mds = mds_factory(db, *keys.mds_options()).start()
+    public, _ = create_keypair(keys.root / "agents", "oss5")  # not yet in the authorised directory
+    agent = start_agent(tmp_path, "oss5", mds.endpoint, ["fs-OST0005"], *keys.agent_options("oss5"))
+    try:
+        mds.wait(lambda s: s["messages"]["handshakes_refused"] == 1, what="the unknown key refused")
+        (keys.authorized / "oss5.key").write_bytes(public.read_bytes())  # the administrator adds it
+        mds.wait(lambda s: s["osses"]["fresh"] == ["oss5"], timeout=60, what="the agent heard without a restart")
+        assert agent.poll() is None
+    finally:
+        stop(agent)
+    assert "trying again every 30 s" in (tmp_path / "agent-oss5.log").read_text()
 
 
 @pytest.mark.parametrize("bad, message", [
