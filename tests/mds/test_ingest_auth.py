@@ -323,3 +323,26 @@ def test_an_ost_its_holder_no_longer_reports_moves_without_waiting_for_staleness
     finally:
         svc._stop_writer()
         svc.engine.dispose()
+
+
+def test_cluster_emulate_makes_keys_once_and_insecure_makes_none(tmp_path):
+    root = tmp_path / "cluster"
+    argv = [sys.executable, "-m", "iez.cli", "cluster", "emulate", "--oss", "2", "--osts-per-oss", "1",
+            "--ost-size", "1G", "--root", str(root), "--no-agents"]
+    first = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert first.returncode == 0, first.stderr
+    keys = root / "keys"
+    assert f"CURVE keys: iez mds --curve-secret-key {keys / 'mds.key_secret'} --curve-authorized " \
+           f"{keys / 'authorized'}" in first.stdout
+    assert sorted(p.name for p in (keys / "authorized").iterdir()) == ["oss0.key", "oss1.key"]
+    assert (keys / "mds.key_secret").stat().st_mode & 0o077 == 0
+    assert (keys / "agents" / "oss1.key_secret").stat().st_mode & 0o077 == 0
+    before = {p: p.read_bytes() for p in keys.rglob("*") if p.is_file()}
+    again = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert again.returncode == 0, again.stderr
+    assert {p: p.read_bytes() for p in keys.rglob("*") if p.is_file()} == before  # kept: a running MDS keeps them
+    plain = tmp_path / "plain"
+    done = subprocess.run(argv[:-3] + ["--root", str(plain), "--no-agents", "--insecure"], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert not (plain / "keys").exists() and "CURVE keys" not in done.stdout
