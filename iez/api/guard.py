@@ -1,4 +1,4 @@
-"""Writes are authenticated before their body is read.
+"""Writes (and, with ``IEZ_API_READS=token``, batch lookups) are authenticated before their body is read.
 
 FastAPI reads and parses a route's body before it solves the route's
 dependencies, so a write without a credential would cost the server its whole
@@ -23,6 +23,7 @@ WRITES = {
     ("POST", "/v1/requests"): "writer",
     ("POST", "/v1/allocate"): "writer",
 }
+BATCH_LOOKUP = ("POST", "/v1/allocations/lookup")
 
 
 class WriteGuard:
@@ -31,12 +32,17 @@ class WriteGuard:
 
     async def __call__(self, scope, receive, send) -> None:
         need = WRITES.get((scope.get("method"), scope.get("path"))) if scope["type"] == "http" else None
+        if need is None and scope["type"] == "http" and (scope["method"], scope["path"]) == BATCH_LOOKUP \
+                and scope["app"].state.settings.reads == "token":
+            need = "reader"  # a read with a body (owner reads: the lookup fast path asks first itself)
         if need is not None:
             request = Request(scope)
             try:
                 credentials = await deps.bearer(request)
                 if need == "service":
                     await deps.require_writer(request, credentials)
+                elif need == "reader":
+                    await deps.require_reader(request, credentials)
                 else:
                     await deps.writer_or_user(request, credentials)
             except HTTPException as err:

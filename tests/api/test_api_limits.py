@@ -185,3 +185,21 @@ def test_batch_lookups_with_owner_reads_are_authenticated_before_their_body_is_r
     assert answer.status_code == 200 and answer.json()["missing"] == ["/lustre/a"]
     bad = httpx.post(owner_reads.url + "/v1/allocations/lookup", json={"paths": ["relative"]}, headers=alice)
     assert bad.status_code == 422, bad.text  # the route explains, with the caller the fast path already knew
+
+
+def test_batch_lookups_with_token_reads_are_authenticated_before_their_body_is_read(tmp_path):
+    srv = Server(fresh_db("sqlite", tmp_path, "tokenreads"), env={"IEZ_API_READS": "token"})
+    try:
+        for headers, status in (({}, 401), ({"Authorization": "Bearer wrong-token"}, 403)):
+            upload = Upload(srv.url, "/v1/allocations/lookup", headers, 30 * MB)
+            try:
+                code, raw, _ = upload.answer()
+                assert code == status, raw
+                assert upload.closed_by_server()
+                assert upload.sent < 20 * MB, upload.sent
+            finally:
+                upload.close()
+        answer = httpx.post(srv.url + "/v1/allocations/lookup", json={"paths": ["/lustre/t"]}, headers=TOKEN)
+        assert answer.status_code == 200 and answer.json()["missing"] == ["/lustre/t"]
+    finally:
+        srv.stop()
