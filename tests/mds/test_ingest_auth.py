@@ -346,3 +346,15 @@ def test_cluster_emulate_makes_keys_once_and_insecure_makes_none(tmp_path):
                           text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert not (plain / "keys").exists() and "CURVE keys" not in done.stdout
+
+
+def test_the_service_itself_refuses_to_listen_without_keys(tmp_path):
+    from iez.mds.service import IngestConfigError, MdsConfig, MdsService
+
+    db = fresh_db("sqlite", tmp_path, "service")
+    svc = MdsService(make_engine(database_url(db)), MdsConfig(bind=f"tcp://127.0.0.1:{free_port()}"))
+    with pytest.raises(IngestConfigError, match="--insecure"):
+        svc.run(install_signals=False)
+    assert svc.endpoint is None  # nothing was bound
+    assert not svc._writer_thread.is_alive()
+    svc.engine.dispose()
