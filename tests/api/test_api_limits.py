@@ -203,3 +203,19 @@ def test_batch_lookups_with_token_reads_are_authenticated_before_their_body_is_r
         assert answer.status_code == 200 and answer.json()["missing"] == ["/lustre/t"]
     finally:
         srv.stop()
+
+
+def test_what_iez_predict_prints_is_accepted_as_it_is(default, tmp_path):
+    """A shared file's request (rank -1), as ``iez predict --json`` prints it, posts unchanged."""
+    from conftest import run_iez
+
+    synth = run_iez("trace", "synth", "--workload", "ior-ssf", "--ranks", "4", "--runs", "4",
+                    "--out", str(tmp_path / "runs"))
+    assert synth.returncode == 0, synth.stderr
+    predicted = run_iez("predict", str(tmp_path / "runs"), "--json", timeout=300)
+    assert predicted.returncode == 0, predicted.stderr
+    requests = json.loads(predicted.stdout)["requests"]
+    assert any(r["rank"] == -1 for r in requests), requests
+    with default.client() as api:
+        answer = api.post("/v1/requests", json={"app": "predicted-ssf", "requests": requests})
+    assert answer.status_code == 201, answer.text
