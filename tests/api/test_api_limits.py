@@ -106,8 +106,11 @@ def test_deeply_nested_json_gets_a_4xx_not_a_500(default, shape, path, headers):
     answer = httpx.post(default.url + path, content=NESTED[shape], timeout=30,
                         headers={**headers, "Content-Type": "application/json"})
     assert 400 <= answer.status_code < 500, answer.text
-    assert "detail" in answer.json()
     assert "Traceback" not in answer.text
+    if headers or path == "/v1/allocations/lookup":  # parsed: said plainly (writes without a token: 401 first)
+        assert answer.status_code == 400 and answer.json()["detail"] == "invalid JSON: nested too deeply"
+    else:
+        assert answer.status_code == 401
 
 
 def test_nesting_below_the_parser_limit_in_free_form_fields_gets_a_4xx(default):
