@@ -35,6 +35,7 @@ COMMAND_MODULES = (
     "iez.commands.trace",
     "iez.commands.predict",
     "iez.commands.map",
+    "iez.commands.copy",
 )
 
 

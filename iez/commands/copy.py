@@ -1,0 +1,148 @@
+"""``iez copy SRC... DST``: the layout-aware mover (seed 000), or with ``--naive`` its file-per-thread baseline.
+
+Under ``IEZ_EMULATE=ROOT`` the copy re-executes itself with libiez preloaded, so its reads and writes
+take the time the emulated cluster's OSTs need (``os.pread``/``os.pwrite`` release the GIL: the
+worker threads overlap). ``--share``/``--weight`` are exported to that process as ``IEZ_IO_SHARE``,
+``IEZ_IO_WEIGHT`` and ``IEZ_IO_CLASS`` (``copy-PID``) for the emulated bandwidth's per-class shares.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from iez.move import CongestionSettings, MoveOptions, move
+from iez.move.congestion import SKIP, THRESHOLD_S, WINDOW
+from iez.move.files import plan
+
+REEXEC_MARK = "IEZ_COPY_REEXEC"
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "copy", help="copy files layout-aware: stripe chunks per OST queue, congested OSTs avoided",
+        description="Copy SRC... into DST (a directory; a file name for a single file) as seed 000's "
+        "layout-aware mover: each source file is cut into stripe-sized chunks queued on the OST that "
+        "serves them; worker threads visit the OST queues round-robin, pass by an OST another worker is "
+        "on, and pass by an OST whose mean chunk time over its last --window chunks exceeded --threshold "
+        "seconds for the next --skip picks. Destinations are placed by iez's allocator with the live "
+        "loads, away from congested OSTs (in an emulated cluster's data directories or on Lustre). "
+        "Every file is written under a temporary name, fsynced and renamed; a failed file is one line "
+        "on stderr and the others are still copied (exit 1).")
+    parser.add_argument("paths", nargs="+", metavar="SRC... DST", help="sources (files or directories) then DST")
+    parser.add_argument("--naive", action="store_true",
+                        help="the paper's baseline: each worker copies whole files in turn, destinations "
+                        "placed round-robin")
+    parser.add_argument("--workers", type=int, default=4, metavar="N", help="worker threads (default 4)")
+    parser.add_argument("--window", type=int, default=WINDOW, metavar="W",
+                        help=f"chunks per OST whose mean time is judged (default {WINDOW})")
+    parser.add_argument("--threshold", type=float, default=THRESHOLD_S, metavar="T",
+                        help=f"mean chunk seconds above which an OST is congested (default {THRESHOLD_S})")
+    parser.add_argument("--skip", type=int, default=SKIP, metavar="M",
+                        help=f"picks that pass a congested OST by (default {SKIP})")
+    parser.add_argument("--stripe-count", type=int, metavar="N",
+                        help="destination stripe count (default: the source's; 1 without a layout)")
+    parser.add_argument("--sparse", action="store_true",
+                        help="chunks of zeros become holes in the destination (nothing written there)")
+    parser.add_argument("--share", type=float, metavar="F",
+                        help="the fraction of each OST this copy may take (exported as IEZ_IO_SHARE)")
+    parser.add_argument("--weight", type=float, metavar="W",
+                        help="this copy's weight against other movements (exported as IEZ_IO_WEIGHT)")
+    parser.add_argument("--json", action="store_true",
+                        help="print bytes, seconds, files, chunks per OST, throughput_mib_s, congested, "
+                        "failed (only the JSON on stdout)")
+    parser.set_defaults(handler=_run)
+
+
+def wanted_env(args: argparse.Namespace, env: dict) -> dict[str, str]:
+    """The variables the process doing the I/O must have."""
+    out: dict[str, str] = {}
+    if args.share is not None or args.weight is not None:
+        out["IEZ_IO_CLASS"] = env.get("IEZ_IO_CLASS") or f"copy-{os.getpid()}"
+        if args.share is not None:
+            out["IEZ_IO_SHARE"] = repr(args.share)
+        if args.weight is not None:
+            out["IEZ_IO_WEIGHT"] = repr(args.weight)
+    return out
+
+
+def preloaded(env: dict) -> bool:
+    return any(os.path.basename(p).startswith("libiez") for p in env.get("LD_PRELOAD", "").replace(":", " ").split())
+
+
+def argv_of(args: argparse.Namespace) -> list[str]:
+    """The command line that repeats ``args`` (for the re-execution)."""
+    out = ["copy"]
+    if args.naive:
+        out.append("--naive")
+    if args.sparse:
+        out.append("--sparse")
+    if args.json:
+        out.append("--json")
+    for flag, value in (("--workers", args.workers), ("--window", args.window), ("--threshold", args.threshold),
+                        ("--skip", args.skip), ("--stripe-count", args.stripe_count), ("--share", args.share),
+                        ("--weight", args.weight)):
+        if value is not None:
+            out += [flag, repr(value) if isinstance(value, float) else str(value)]
+    return out + ["--"] + list(args.paths)
+
+
+def reexec_if_needed(args: argparse.Namespace) -> None:
+    """Under IEZ_EMULATE without libiez (or without the share variables it needs), start again with them."""
+    env = dict(os.environ)
+    wanted = wanted_env(args, env)
+    emulating = bool(env.get("IEZ_EMULATE"))
+    missing = (emulating and not preloaded(env)) or any(env.get(k) != v for k, v in wanted.items())
+    if not missing or env.get(REEXEC_MARK):
+        os.environ.update(wanted)
+        return
+    if emulating and not preloaded(env):
+        from iez.demo.pipeline import StepFailed, find_library
+
+        try:
+            lib = find_library()
+        except StepFailed as err:
+            raise ValueError(f"IEZ_EMULATE is set but libiez cannot be preloaded: {err}") from None
+        env["LD_PRELOAD"] = " ".join(filter(None, [str(lib), env.get("LD_PRELOAD", "")]))
+        env.setdefault("IEZ_MODE", "off")  # the copy places its files itself
+    env.update(wanted)
+    env[REEXEC_MARK] = "1"
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, [sys.executable, "-m", "iez.cli"] + argv_of(args), env)
+
+
+def _run(args: argparse.Namespace) -> int:
+    if len(args.paths) < 2:
+        raise ValueError("give SRC... and DST")
+    if args.share is not None and not 0 < args.share <= 1:
+        raise ValueError(f"--share {args.share} is outside (0, 1]")
+    if args.weight is not None and not args.weight > 0:
+        raise ValueError(f"--weight {args.weight} must be positive")
+    options = MoveOptions(naive=args.naive, workers=args.workers, sparse=args.sparse, stripe_count=args.stripe_count,
+                          congestion=CongestionSettings(args.window, args.threshold, args.skip),
+                          on_error=lambda line: print(f"iez copy: {line}", file=sys.stderr, flush=True))
+    reexec_if_needed(args)
+    *sources, dest = args.paths
+    pairs, problems = plan(sources, dest)
+    for line in problems:
+        print(f"iez copy: {line}", file=sys.stderr, flush=True)
+    report = move([(s, d, None) for s, d in pairs], options)
+    report.failed = [{"src": p.split(":", 1)[0], "dst": None, "error": p} for p in problems] + report.failed
+    if args.json:
+        print(json.dumps(report.to_json()))
+    else:
+        r = report
+        print(f"copied {r.files} file{'s' if r.files != 1 else ''}, {r.bytes / 2**20:,.1f} MiB in {r.seconds:.2f} s "
+              f"({r.throughput_mib_s:,.1f} MiB/s), {r.mode}, {r.workers} workers; placement: {r.placement}")
+        if r.chunks:
+            print("chunks per OST: " + " ".join(f"{k}:{v}" for k, v in
+                                                 sorted(r.chunks.items(), key=lambda kv: (kv[0] == 'none', kv[0].zfill(8)))))
+        for e in r.congested:
+            state = "congested" if e["congested"] else "recovered"
+            print(f"OST {e['ost']} {state} ({e['side']}, mean chunk {e['mean_chunk_s']} s) at {e['at_s']} s")
+        if r.failed:
+            print(f"{len(r.failed)} file{'s' if len(r.failed) != 1 else ''} not copied (see above)")
+    return 1 if report.failed else 0

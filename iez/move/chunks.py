@@ -1,0 +1,79 @@
+"""A file cut into stripe-sized chunks, each on the one OST that serves it (seed 000's unit of work).
+
+A chunk never spans two stripe objects of the source, so reading it touches exactly one OST: the
+mover can queue it on that OST and time it as that OST's service time. A file without a layout
+(not on Lustre, not placed by iez) is cut into :data:`DEFAULT_CHUNK` pieces on no OST (``None``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+from iez.layout.model import Layout
+from iez.model import EOF_END
+
+MiB = 1024 * 1024
+#: Chunk size for a file whose layout is unknown (Lustre's default stripe size).
+DEFAULT_CHUNK = MiB
+#: A stripe larger than this is moved in pieces of this size (each still on its one OST).
+MAX_CHUNK = 16 * MiB
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """``length`` bytes at ``offset`` of file number ``file`` (an index into the movement's file list);
+    ``ost``: the source OST serving them (None: unknown)."""
+
+    file: int
+    offset: int
+    length: int
+    ost: int | None
+
+
+def ost_at(layout: Layout | None, offset: int) -> int | None:
+    """The OST holding byte ``offset`` under ``layout`` (None: no layout, Data-on-MDT or not instantiated)."""
+    if layout is None:
+        return None
+    for start, end, size, osts in _extents(layout):
+        if start <= offset and (end == EOF_END or offset < end):
+            if not osts or not size:
+                return None
+            return osts[((offset - start) // size) % len(osts)]
+    return None
+
+
+def _extents(layout: Layout) -> Iterator[tuple[int, int, int | None, tuple[int, ...]]]:
+    """(start, end, stripe size, OSTs) per component; a plain layout is one component over the file."""
+    if not layout.components:
+        yield 0, EOF_END, layout.stripe_size, tuple(layout.osts)
+        return
+    for c in layout.components:
+        yield c.start, c.end, (None if c.dom else c.stripe_size), (() if c.dom else tuple(c.osts))
+
+
+def cut(file: int, size: int, layout: Layout | None, fallback: int = DEFAULT_CHUNK) -> list[Chunk]:
+    """The chunks of a ``size``-byte file: stripe by stripe within each component of its layout, ``fallback``
+    bytes at a time where no OST is known. An empty file has no chunk."""
+    chunks: list[Chunk] = []
+    offset = 0
+    extents = list(_extents(layout)) if layout is not None else [(0, EOF_END, None, ())]
+    for start, end, stripe, osts in extents:
+        stop = size if end == EOF_END else min(end, size)
+        offset = max(offset, start)
+        while offset < stop:
+            if osts and stripe:
+                k = (offset - start) // stripe
+                upto = min(start + (k + 1) * stripe, stop, offset + MAX_CHUNK)
+                chunks.append(Chunk(file, offset, upto - offset, osts[k % len(osts)]))
+            else:
+                upto = min(offset + min(fallback, MAX_CHUNK), stop)
+                chunks.append(Chunk(file, offset, upto - offset, None))
+            offset = upto
+        if offset >= size:
+            break
+    while offset < size:  # past the last component (a layout that does not reach EOF)
+        upto = min(offset + fallback, size)
+        chunks.append(Chunk(file, offset, upto - offset, None))
+        offset = upto
+    return chunks

@@ -1,0 +1,430 @@
+"""The layout-aware mover (seed 000, sections IV.B-C) and what every movement shares.
+
+A movement is a list of ``(src, dst, dst_layout or None)``. Layout-aware (the default): each source
+file is cut into stripe-sized chunks (:mod:`iez.move.chunks`), each chunk queued on the OST that
+serves it (the source's OST; for a source without a layout, the destination's), and ``workers``
+threads visit the OST queues round-robin, each from where it last stopped: an OST another worker is
+on is passed by, and so is an OST the congestion detector (:mod:`iez.move.congestion`) marked, for
+its next M picks. Uncongested OSTs thus progress faster than congested ones, and no two workers
+queue behind each other on one OST. Destination files are placed a batch at a time, just before
+their chunks are queued, so later files see the congestion found by then (:mod:`iez.move.placement`).
+``naive`` (:mod:`iez.move.naive`) is the paper's baseline over the same copy code.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from iez.layout.model import Layout
+from iez.layout.read import LayoutReader
+from iez.move import files as fileops
+from iez.move.chunks import DEFAULT_CHUNK, MAX_CHUNK, Chunk, cut, ost_at
+from iez.move.congestion import Detector, Settings
+from iez.move.placement import Placer
+
+MiB = 1024 * 1024
+#: Files placed and queued at once; the queues are refilled below ``LOW_WATER`` chunks per worker.
+BATCH = 32
+LOW_WATER = 8
+#: A terminal shows progress for movements running longer than this.
+PROGRESS_AFTER_S = 2.0
+
+
+@dataclass
+class MoveOptions:
+    naive: bool = False
+    workers: int = 4
+    congestion: Settings = field(default_factory=Settings)
+    #: Chunks of zeros become holes in the destination (``cp --sparse=always``): nothing written there.
+    sparse: bool = False
+    #: Destination stripe count; None: the source's (1 for a source without a layout, as the paper's sink).
+    stripe_count: int | None = None
+    #: Allocator for destinations (``--naive`` always places round-robin).
+    policy: str = "iez"
+    #: None: on a terminal after 2 s; False: never.
+    progress: bool | None = None
+    #: Called with each failure's one line as it happens (the others go on).
+    on_error: Callable[[str], None] | None = None
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.workers <= 1024:
+            raise ValueError(f"--workers {self.workers} is outside 1..1024")
+        if self.stripe_count is not None and self.stripe_count < 1:
+            raise ValueError(f"--stripe-count {self.stripe_count} must be at least 1")
+
+
+@dataclass
+class MoveReport:
+    mode: str
+    workers: int
+    files: int = 0
+    failed: list[dict] = field(default_factory=list)
+    bytes: int = 0
+    seconds: float = 0.0
+    chunks: dict[str, int] = field(default_factory=dict)
+    src_chunks: dict[str, int] = field(default_factory=dict)
+    dst_chunks: dict[str, int] = field(default_factory=dict)
+    mean_chunk_s: dict[str, dict[str, float]] = field(default_factory=dict)
+    congested: list[dict] = field(default_factory=list)
+    placement: str = ""
+    dst_files_per_ost: dict[str, int] = field(default_factory=dict)
+    #: Chunks per OST moved while every OST queue still held chunks (layout-aware: all files queued), the
+    #: window in which a congested OST should have served fewer than the others.
+    mixed_chunks: dict[str, int] = field(default_factory=dict)
+    #: Files whose chunks more than one worker copied (0 for --naive: a file is one worker's).
+    files_by_several_workers: int = 0
+    settings: dict = field(default_factory=dict)
+
+    @property
+    def throughput_mib_s(self) -> float:
+        return self.bytes / MiB / self.seconds if self.seconds > 0 else 0.0
+
+    def to_json(self) -> dict:
+        return {"mode": self.mode, "files": self.files, "failed": self.failed, "bytes": self.bytes,
+                "seconds": round(self.seconds, 4), "throughput_mib_s": round(self.throughput_mib_s, 2),
+                "chunks": self.chunks, "src_chunks": self.src_chunks, "dst_chunks": self.dst_chunks,
+                "mean_chunk_s": self.mean_chunk_s, "congested": self.congested, "workers": self.workers,
+                "placement": self.placement, "dst_files_per_ost": self.dst_files_per_ost,
+                "mixed_chunks": self.mixed_chunks, "files_by_several_workers": self.files_by_several_workers,
+                **self.settings}
+
+
+def _key(ost: int | None) -> str:
+    return "none" if ost is None else str(ost)
+
+
+class Movement:
+    """The files, the detectors, the placement and the counters of one movement."""
+
+    def __init__(self, items: Sequence[tuple[str, str, Layout | None]], options: MoveOptions):
+        self.options = options
+        self.started = time.monotonic()
+        self.read_detector = Detector(options.congestion, "read", self.started)
+        self.write_detector = Detector(options.congestion, "write", self.started)
+        self.report = MoveReport("naive" if options.naive else "layout-aware", options.workers)
+        self.report.settings = {"window": options.congestion.window, "threshold_s": options.congestion.threshold_s,
+                                "skip": options.congestion.skip}
+        self.lock = threading.Lock()
+        self._time_sums: dict[tuple[str, str], list[float]] = {}
+        self._placers: dict[tuple, Placer] = {}
+        self._placer_of: dict[str, Placer] = {}
+        self.jobs: list[fileops.FileJob] = []
+        self.bytes_done = 0
+        reader = LayoutReader()
+        for src, dst, dst_layout in items:
+            job = fileops.FileJob(len(self.jobs), src, dst, 0, 0o644, (0, 0), dst_layout=dst_layout)
+            self.jobs.append(job)
+            try:
+                job.size, job.mode, job.times = fileops.describe(src)
+                found = reader.layout(src)
+                job.src_layout = found[0] if found else None
+            except (OSError, ValueError) as err:
+                self.fail(job, err)
+        self.total_bytes = sum(j.size for j in self.jobs if j.error is None)
+        self.zeros = bytes(MAX_CHUNK)
+
+    # -- failures -------------------------------------------------------------------------------------
+
+    def fail(self, job: fileops.FileJob, err: BaseException | str) -> None:
+        with self.lock:
+            if job.error is not None:
+                return
+            text = str(err) if not isinstance(err, OSError) or not err.strerror else \
+                f"{err.filename or job.src}: {err.strerror}"
+            if job.src not in text and job.dst not in text and (job.tmp or "?") not in text:
+                text = f"{job.src}: {text}"
+            job.error = text
+            self.report.failed.append({"src": job.src, "dst": job.dst, "error": text})
+        fileops.discard(job)
+        if self.options.on_error:
+            self.options.on_error(text)
+
+    # -- placement ------------------------------------------------------------------------------------
+
+    def placer(self, dst: str) -> Placer:
+        parent = os.path.dirname(os.path.abspath(dst))
+        placer = self._placer_of.get(parent)
+        if placer is None:
+            policy = "rr" if self.options.naive else self.options.policy
+            probe = Placer.for_destination(dst, policy)
+            key = (probe.where, str(probe.cluster_file))
+            placer = self._placers.setdefault(key, probe)
+            self._placer_of[parent] = placer
+            if not self.report.placement:
+                self.report.placement = f"{placer.where} ({policy})" if placer.active else f"none: {placer.reason}"
+        return placer
+
+    def measured(self) -> dict[int, float]:
+        """Bytes/s of the OSTs found congested, reading or writing (the lower when both)."""
+        out = self.write_detector.measured()
+        for ost, rate in self.read_detector.measured().items():
+            out[ost] = min(rate, out.get(ost, rate))
+        return out
+
+    def prepare(self, batch: list[fileops.FileJob]) -> None:
+        """Place the batch's destinations that have no layout yet and create them under their temporary names."""
+        todo: dict[int, list[fileops.FileJob]] = {}
+        placers: dict[int, Placer] = {}
+        for job in batch:
+            if job.error is not None or job.dst_layout is not None:
+                continue
+            try:
+                placer = self.placer(job.dst)
+            except ValueError as err:
+                self.fail(job, err)
+                continue
+            if placer.active:
+                todo.setdefault(id(placer), []).append(job)
+                placers[id(placer)] = placer
+        measured = self.measured() if todo else {}
+        chosen: dict[int, Layout | None] = {}
+        for pid, jobs in todo.items():
+            items = []
+            for job in jobs:
+                src = job.src_layout
+                plain = src is not None and not src.components
+                count = self.options.stripe_count or (src.stripe_count if plain else 1)
+                stripe = src.stripe_size if plain else MiB
+                items.append((job.dst, job.size, count, stripe))
+            try:
+                layouts = placers[pid].place(items, measured)
+            except (OSError, ValueError) as err:  # no live view: copy without placement, say why
+                layouts = [None] * len(jobs)
+                self.report.placement = f"none: {err}"
+            for job, layout in zip(jobs, layouts):
+                chosen[job.index] = layout
+        for job in batch:
+            if job.error is not None:
+                continue
+            layout = job.dst_layout if job.dst_layout is not None else chosen.get(job.index)
+            try:
+                apply = self.placer(job.dst).apply if layout is not None else None
+                if layout is not None and self.placer(job.dst).where == "none":
+                    from iez.move.placement import apply_emulated as apply
+                fileops.create(job, layout, apply)
+            except (OSError, ValueError) as err:
+                self.fail(job, err)
+                continue
+            if layout is not None:
+                with self.lock:
+                    for ost in set(layout.osts):
+                        k = _key(ost)
+                        self.report.dst_files_per_ost[k] = self.report.dst_files_per_ost.get(k, 0) + 1
+
+    def chunks_of(self, job: fileops.FileJob) -> list[Chunk]:
+        chunks = cut(job.index, job.size, job.src_layout, DEFAULT_CHUNK)
+        job.chunks_left = len(chunks)
+        return chunks
+
+    # -- copying --------------------------------------------------------------------------------------
+
+    def copy(self, job: fileops.FileJob, chunk: Chunk, key: int | None, buf: bytearray) -> None:
+        """One chunk, timed and counted; a failure fails its file (the others go on)."""
+        if job.error is None:
+            try:
+                read_s, write_s, wrote = fileops.copy_chunk(job, chunk.offset, chunk.length, buf,
+                                                            self.options.sparse, self.zeros)
+            except OSError as err:
+                self.fail(job, err)
+            else:
+                dst_ost = ost_at(job.dst_layout, chunk.offset)
+                if chunk.ost is not None:
+                    self.read_detector.record(chunk.ost, read_s, chunk.length)
+                if wrote and dst_ost is not None:
+                    self.write_detector.record(dst_ost, write_s, chunk.length)
+                with self.lock:
+                    self.bytes_done += chunk.length
+                    job.extra.setdefault("workers", set()).add(threading.get_ident())
+                    r = self.report
+                    for table, ost in ((r.chunks, key), (r.src_chunks, chunk.ost), (r.dst_chunks, dst_ost)):
+                        table[_key(ost)] = table.get(_key(ost), 0) + 1
+                    self._add_time("read", chunk.ost, read_s)
+                    if wrote:
+                        self._add_time("write", dst_ost, write_s)
+        self.chunk_done(job)
+
+    def _add_time(self, side: str, ost: int | None, seconds: float) -> None:
+        acc = self._time_sums.setdefault((side, _key(ost)), [0.0, 0])
+        acc[0] += seconds
+        acc[1] += 1
+
+    def chunk_done(self, job: fileops.FileJob) -> None:
+        with self.lock:
+            job.chunks_left -= 1
+            last = job.chunks_left == 0
+        if last:
+            self.finish(job)
+
+    def finish(self, job: fileops.FileJob) -> None:
+        if job.error is None:
+            try:
+                fileops.finish(job)
+            except OSError as err:
+                self.fail(job, err)
+                return
+            with self.lock:
+                job.done = True
+                self.report.files += 1
+                self.report.bytes += job.size
+                self.report.files_by_several_workers += len(job.extra.get("workers", ())) > 1
+        else:
+            fileops.discard(job)
+
+    # -- the run --------------------------------------------------------------------------------------
+
+    def run(self, workers: list[threading.Thread]) -> MoveReport:
+        from iez.progress import Progress, on_terminal
+
+        show = self.options.progress if self.options.progress is not None else on_terminal()
+        bar: Progress | None = None
+        shown = 0
+        for w in workers:
+            w.start()
+        try:
+            for w in workers:
+                while w.is_alive():
+                    w.join(0.2)
+                    if show and bar is None and time.monotonic() - self.started > PROGRESS_AFTER_S:
+                        bar = Progress(f"iez copy ({self.report.mode})", total=self.total_bytes or None,
+                                       enabled=True).__enter__()
+                    if bar is not None:
+                        done = self.bytes_done
+                        bar.advance(done - shown)
+                        bar.step(f"{done / MiB:,.0f} MiB")
+                        shown = done
+        finally:
+            if bar is not None:
+                bar.__exit__(None, None, None)
+        r = self.report
+        r.seconds = time.monotonic() - self.started
+        r.congested = sorted(self.read_detector.events + self.write_detector.events, key=lambda e: e["at_s"])
+        for (side, ost), (total, n) in sorted(self._time_sums.items()):
+            r.mean_chunk_s.setdefault(side, {})[ost] = round(total / n, 5)
+        return r
+
+
+class Queues:
+    """One queue of chunks per OST, visited round-robin; an OST being served by a worker is passed by."""
+
+    def __init__(self, movement: Movement):
+        self.m = movement
+        self.cond = threading.Condition()
+        self.queues: dict[int | None, deque[Chunk]] = {}
+        self.ring: list[int | None] = []
+        self.busy: set[int] = set()
+        self.unplaced = deque(j for j in movement.jobs if j.error is None)
+        self.queued = 0
+        self.low_water = LOW_WATER * movement.options.workers
+
+    def _feed(self) -> None:
+        """Place and queue the next batch when few chunks are queued (under the lock)."""
+        while self.queued < self.low_water and self.unplaced:
+            batch = [self.unplaced.popleft() for _ in range(min(BATCH, len(self.unplaced)))]
+            self.m.prepare(batch)
+            for job in batch:
+                if job.error is not None:
+                    continue
+                chunks = self.m.chunks_of(job)
+                if not chunks:
+                    self.m.finish(job)
+                for chunk in chunks:
+                    key = chunk.ost if chunk.ost is not None else ost_at(job.dst_layout, chunk.offset)
+                    if key not in self.queues:
+                        self.queues[key] = deque()
+                        self.ring.append(key)
+                    self.queues[key].append(chunk)
+                    self.queued += 1
+
+    def take(self, position: list[int]) -> tuple[int | None, Chunk] | None:
+        detector = self.m.read_detector
+        with self.cond:
+            while True:
+                self._feed()
+                if self.queued == 0:
+                    if not self.unplaced:
+                        self.cond.notify_all()
+                        return None
+                    continue
+                n = len(self.ring)
+                waiting_on_busy = False
+                skipped: int | None | bool = False
+                for i in range(n):
+                    k = (position[0] + i) % n
+                    key = self.ring[k]
+                    queue = self.queues[key]
+                    if not queue:
+                        continue
+                    if key is not None and key in self.busy:
+                        waiting_on_busy = True
+                        continue
+                    side = detector if key is not None and self._keyed_by_source(queue[0]) else self.m.write_detector
+                    if key is not None and side.passes_by(key):
+                        if skipped is False:
+                            skipped = key
+                        continue
+                    position[0] = k + 1
+                    return self._pop(key)
+                if skipped is not False and not waiting_on_busy:
+                    return self._pop(skipped)  # only congested OSTs left: better slow than idle
+                self.cond.wait(0.05)
+
+    def _keyed_by_source(self, chunk: Chunk) -> bool:
+        return chunk.ost is not None
+
+    def _pop(self, key: int | None) -> tuple[int | None, Chunk]:
+        queue = self.queues[key]
+        chunk = queue.popleft()
+        self.queued -= 1
+        if not queue and not self.unplaced and not self.m.report.mixed_chunks:
+            with self.m.lock:  # the first OST queue ran dry with every file queued: the mixed window ends
+                self.m.report.mixed_chunks = dict(self.m.report.chunks) or {"none": 0}
+        if key is not None:
+            self.busy.add(key)
+        return key, chunk
+
+    def release(self, key: int | None) -> None:
+        with self.cond:
+            if key is not None:
+                self.busy.discard(key)
+            self.cond.notify_all()
+
+
+def layout_aware(movement: Movement) -> MoveReport:
+    queues = Queues(movement)
+    buf_size = MAX_CHUNK
+
+    def worker(n: int) -> None:
+        buf = bytearray(buf_size)
+        position = [n]  # workers start on different OSTs
+        while True:
+            got = queues.take(position)
+            if got is None:
+                return
+            key, chunk = got
+            try:
+                movement.copy(movement.jobs[chunk.file], chunk, key, buf)
+            finally:
+                queues.release(key)
+
+    threads = [threading.Thread(target=worker, args=(n,), name=f"iez-copy-{n}", daemon=True)
+               for n in range(movement.options.workers)]
+    return movement.run(threads)
+
+
+def move(files: Sequence[tuple[str, str, Layout | None]], options: MoveOptions | None = None) -> MoveReport:
+    """Copy each ``src`` to ``dst`` (a file path), the destination with ``dst_layout`` or, when None, placed
+    by iez (see :mod:`iez.move.placement`). Failures are per file, in ``report.failed``; the rest is copied.
+    The caller's environment decides the emulation: under ``IEZ_EMULATE`` run with libiez preloaded (``iez
+    copy`` re-executes itself so) or the I/O takes no emulated time."""
+    options = options or MoveOptions()
+    movement = Movement(files, options)
+    if options.naive:
+        from iez.move.naive import file_per_thread
+
+        return file_per_thread(movement)
+    return layout_aware(movement)
