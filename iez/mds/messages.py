@@ -93,6 +93,8 @@ def _naive_utc(value: float | datetime) -> datetime:
 
 
 def _unicode(text: str, where: str) -> None:
+    if "\x00" in text:  # as the API's Text (a C string in the DB and the preload library ends there)
+        raise _invalid(f"{where}: must not contain a NUL character")
     if not text.isascii():
         try:
             text.encode("utf-8")
