@@ -35,6 +35,7 @@ MAX_OST_INDEX = 65535
 MAX_OSTS = 10_000
 MAX_TEXT = 255  # oss_id, host, OST names
 MAX_FRAME_BYTES = 4 * 1024 * 1024  # the MDS's iez.mds.messages.MAX_FRAME_BYTES
+MAX_OST_KBYTES = 2**42  # 4 PiB: the MDS's and the API's bound on an OST's size
 
 
 class LimitError(AgentError):
@@ -124,6 +125,10 @@ def check_limits(*, oss_id: str, host: str, osts: list[dict]) -> None:
     if len(osts) > MAX_OSTS:
         raise LimitError(f"this OSS has {len(osts)} OSTs; a message holds at most {MAX_OSTS} (agents/SCHEMA.md): "
                          f"split them over several agents with osts= or fsname=")
+    for o in osts:
+        if o["kbytes_total"] > MAX_OST_KBYTES:
+            raise LimitError(f"{o['name']}: kbytestotal {o['kbytes_total']} KiB is above the schema's "
+                             f"{MAX_OST_KBYTES} (4 PiB)")
     for what, text in (("oss_id", oss_id), ("host", host), *(("OST name", o["name"]) for o in osts)):
         if not 1 <= len(text) <= MAX_TEXT:
             raise LimitError(f"{what} {text[:40]!r}{'...' if len(text) > 40 else ''} is {len(text)} characters; "

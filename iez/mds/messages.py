@@ -28,6 +28,7 @@ AGENT_STATES = ("active", "degraded", "nocreate", "readonly")
 V2_OST_FIELDS = ("state", "degraded", "no_precreate", "readonly")
 MAX_FRAME_BYTES = 4 * 1024 * 1024  # 10,000 OSTs of one OSS fit with room to spare
 INT64_MAX = 2**63 - 1
+MAX_OST_KBYTES = 2**42  # 4 PiB, as the API's schema: a claim of 2^50 KiB free must not steer placement
 #: Why a message was dropped; counted per cause. ``wrong_key``: its ``oss_id`` is not the one its CURVE key
 #: is bound to; ``future``: its ``time`` is further ahead of the MDS clock than the allowed skew.
 CAUSES = ("malformed", "version", "invalid", "unknown_oss", "replayed", "wrong_key", "future")
@@ -46,8 +47,8 @@ class Ost(msgspec.Struct, forbid_unknown_fields=True):
 
     name: Text
     index: Annotated[int, msgspec.Meta(ge=0, le=65535)]
-    kbytes_total: Annotated[int, msgspec.Meta(gt=0, le=INT64_MAX)]
-    kbytes_avail: Count
+    kbytes_total: Annotated[int, msgspec.Meta(gt=0, le=MAX_OST_KBYTES)]
+    kbytes_avail: Annotated[int, msgspec.Meta(ge=0, le=MAX_OST_KBYTES)]
     read_bytes: Union[Count, None] = None
     write_bytes: Union[Count, None] = None
     # version 2: the state the OSS reports (required there), and the switches it read

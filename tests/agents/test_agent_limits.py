@@ -69,3 +69,18 @@ def test_once_to_an_absent_mds_exits_non_zero(tmp_path, extra):
                  "--lctl-output", str(saved(tmp_path, "fs", 2)))
     assert done.returncode == 2
     assert "no MDS answered at tcp://127.0.0.1:" in done.stderr and "nothing was published" in done.stderr
+
+
+def test_an_ost_above_the_schemas_size_fails_loudly(tmp_path):
+    path = tmp_path / "huge.txt"
+    path.write_text(f"obdfilter.fs-OST0005.kbytestotal={2**50}\nobdfilter.fs-OST0005.kbytesavail={2**50}\n")
+    done = agent("--once", "--json", "--oss-id", "x", "--lctl-output", str(path))
+    assert done.returncode == 2 and done.stdout == ""
+    assert "fs-OST0005: kbytestotal 1125899906842624 KiB is above the schema's 4398046511104" in one_line(done)
+
+
+def test_the_mds_drops_an_ost_claim_above_the_schemas_size():
+    frame = {"oss_id": "x", "seq": 1, "time": 1.7e9, "cpu_pct": 1, "mem_pct": 1,
+             "osts": [{"name": "fs-OST0005", "index": 5, "kbytes_total": 2**50, "kbytes_avail": 2**50}]}
+    with pytest.raises(messages.Rejected, match="invalid"):
+        messages.decode([json.dumps(frame).encode()])
