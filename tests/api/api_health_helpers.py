@@ -36,6 +36,7 @@ class StallingProxy:
             except OSError:
                 client.close()
                 continue
+            server.settimeout(None)  # an idle connection stays open: only the stall may end it
             self._sockets.append(server)
             for src, dst in ((client, server), (server, client)):
                 threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
