@@ -11,10 +11,12 @@ per rank (rank from ``IEZ_DEMO_RANK``, as a scheduler would set it).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 PARTICLES = 10_000_000
@@ -60,9 +62,50 @@ os.close(fd)
 """
 
 
+MEASURE_RANK = r"""
+import json, os, sys, time
+# rewrites the first 1/K of this rank's (placed) file in 1 MiB writes, starting at a common time; under
+# IEZ_EMULATE with IEZ_EMULATE_SCALE=K each byte stands for K, so the emulated cluster serves the whole
+# logical file through its layout; prints when this rank's I/O began and ended (wall clock)
+rank, size, out, nbytes, start = (int(os.environ["IEZ_DEMO_RANK"]), int(sys.argv[1]), sys.argv[2],
+                                  int(sys.argv[3]), float(sys.argv[4]))
+path = os.path.join(out, f"FPP1-Part{rank:08d}-of-{size:08d}.data")
+block = b"d" * (1 << 20)
+while time.time() < start:
+    time.sleep(0.002)
+t0 = time.time()
+fd = os.open(path, os.O_WRONLY)
+done = 0
+while done < nbytes:
+    done += os.write(fd, block[:min(len(block), nbytes - done)])
+os.close(fd)
+print(json.dumps({"rank": rank, "start": t0, "end": time.time()}))
+"""
+
+
 def file_bytes(ranks: int) -> int:
     """Bytes per file for 10 M particles over ``ranks`` (the paper's 8-rank size scaled)."""
     return BYTES_8_RANKS * 8 // ranks
+
+
+def measure(ranks: int, out: Path, env: dict[str, str], scale: int, timeout: float = 300) -> float:
+    """The job's wall-clock I/O time when each rank rewrites its file through the emulated bandwidth:
+    from the first rank's open to the last rank's close (all start together, after interpreter start)."""
+    nbytes = file_bytes(ranks) // scale
+    start = time.time() + 1.0 + 0.1 * ranks
+    procs = [subprocess.Popen([sys.executable, "-c", MEASURE_RANK, str(ranks), str(out), str(nbytes), str(start)],
+                              env={**os.environ, **env, "IEZ_DEMO_RANK": str(rank), "IEZ_EMULATE_SCALE": str(scale)},
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in range(ranks)]
+    spans, failed = [], []
+    for rank, proc in enumerate(procs):
+        stdout, err = proc.communicate(timeout=timeout)
+        if proc.returncode != 0:
+            failed.append(f"rank {rank}: {err.strip()[-200:]}")
+        else:
+            spans.append(json.loads(stdout))
+    if failed:
+        raise RuntimeError("the measured rewrite failed: " + "; ".join(failed))
+    return max(s["end"] for s in spans) - min(s["start"] for s in spans)
 
 
 class Writer:

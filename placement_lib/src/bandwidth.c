@@ -71,6 +71,9 @@ static unsigned char *classes;       /* the class slots */
 static uint64_t *lanes;              /* busy-until per (server, class) */
 static uint32_t my_class;            /* this process's class slot (0: the default class) */
 static double window = 4.0 * 1024 * 1024;
+/* IEZ_EMULATE_SCALE=K: each byte read or written stands for K bytes of the file at K times its
+ * offset, so a program can exercise a layout made for a file K times larger (iez demo) */
+static double scale = 1.0;
 static struct bw_file *files;        /* by descriptor; MAP_NORESERVE: only used pages cost */
 int iez_bw_on;                       /* read without a lock on every read and write */
 
@@ -216,6 +219,17 @@ void iez_bw_load(const char *root)
     classes = t + BW_HEADER + ((size_t)no + ns) * BW_SLOT;
     lanes = (uint64_t *)(void *)(classes + (size_t)nc * BW_SLOT);
     files = f;
+    const char *k = getenv("IEZ_EMULATE_SCALE");
+    if (k && *k) {
+        char *end;
+        double v = strtod(k, &end);
+        if (*end == '\0' && v >= 1 && v <= 1e6) {
+            scale = v;
+            window *= v; /* the client's bytes in flight stand for K times as many too */
+        }
+        else
+            iez_debug("IEZ_EMULATE_SCALE=%s is not a number from 1 to 1000000: not scaled", k);
+    }
     join_class();
     iez_bw_on = 1;
 }
@@ -394,6 +408,10 @@ void iez_bw_io(int fd, int64_t off, int64_t len, uint64_t started_ns)
     int saved = errno;
     const struct bw_file *bf = &files[fd];
     uint64_t per[BW_OSTS] = { 0 };
+    if (scale != 1.0) {
+        off = (int64_t)((double)off * scale);
+        len = (int64_t)((double)len * scale);
+    }
     for (int c = 0; c < bf->ncomps; c++)
         split(&bf->comps[c], (uint64_t)off, (uint64_t)len, per);
     int nosts = 0;

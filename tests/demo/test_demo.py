@@ -40,6 +40,11 @@ def test_demo_places_at_least_as_fast_as_lustres_allocators_and_cleans_up(writer
     assert set(times) == {"iez", "rr", "qos"} and set(report["ost_cost"]) == {"iez", "rr", "qos"}
     assert times["iez"] <= min(times["rr"], times["qos"]) * 1.01
     assert report["runs"]["iez"]["measured"] and report["runs"]["rr"]["measured"]
+    # the same jobs through the emulated bandwidth (libiez, IEZ_EMULATE): the wall clock agrees with the model
+    for policy in ("iez", "rr"):
+        io = report["io_time_s"][policy]
+        assert io["modelled"] > 0.5, io  # long enough to be measured
+        assert abs(io["measured"] / io["modelled"] - 1) <= 0.15, (policy, io)
     assert set(report["runs"]["iez"]["util"]) == {str(i) for i in range(15)}
     assert (tmp_path / "demo.png").stat().st_size > 10_000
     assert not leftovers(work)
