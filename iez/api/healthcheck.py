@@ -38,7 +38,7 @@ ENV_MIN_FREE = "IEZ_API_MIN_FREE"
 
 def min_free_from_env(env: dict[str, str] | None = None) -> int:
     raw = (os.environ if env is None else env).get(ENV_MIN_FREE, "")
-    return parse_size(raw, ENV_MIN_FREE) if raw.strip() else DEFAULT_MIN_FREE
+    return parse_size(raw, ENV_MIN_FREE, minimum=0) if raw.strip() else DEFAULT_MIN_FREE  # 0: no disk check
 
 
 def _reason(err: BaseException) -> str:

@@ -27,15 +27,16 @@ ENV_MAX_BODY = "IEZ_API_MAX_BODY"
 _UNITS = {"": 1, "k": 1024, "kib": 1024, "m": 1024**2, "mib": 1024**2, "g": 1024**3, "gib": 1024**3}
 
 
-def parse_size(text: str, where: str = ENV_MAX_BODY) -> int:
-    """Bytes from ``text`` (``1048576``, ``512k``, ``64M``, ``1GiB``); ValueError naming ``where`` otherwise."""
+def parse_size(text: str, where: str = ENV_MAX_BODY, minimum: int = 1024) -> int:
+    """Bytes from ``text`` (``1048576``, ``512k``, ``64M``, ``1GiB``), at least ``minimum``; ValueError naming
+    ``where`` otherwise."""
     match = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]*)\s*", text or "")
     unit = match.group(2).lower() if match else None
     if match is None or unit not in _UNITS:
         raise ValueError(f"{where}={text!r} is not a size: use bytes or a number with k, M or G (e.g. 64M)")
     size = int(match.group(1)) * _UNITS[unit]
-    if size < 1024:
-        raise ValueError(f"{where}={text!r} is below 1 KiB: no request would fit")
+    if size < minimum:
+        raise ValueError(f"{where}={text!r} is below {minimum} bytes")
     return size
 
 

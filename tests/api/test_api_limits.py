@@ -222,3 +222,19 @@ def test_what_iez_predict_prints_is_accepted_as_it_is(default, tmp_path):
     with default.client() as api:
         answer = api.post("/v1/requests", json={"app": "predicted-ssf", "requests": requests})
     assert answer.status_code == 201, answer.text
+
+
+@pytest.mark.parametrize("text, size", [("1048576", 1048576), ("512k", 512 * 1024), ("64M", 64 * 2**20),
+                                        ("1GiB", 2**30), (" 2 m ", 2 * 2**20)])
+def test_sizes_are_read_in_bytes_or_with_a_unit(text, size):
+    from iez.api.limits import parse_size
+
+    assert parse_size(text) == size
+
+
+@pytest.mark.parametrize("text", ["", "lots", "12x", "-1", "1.5M", "100"])
+def test_a_size_that_is_not_one_is_refused_naming_the_setting(text):
+    from iez.api.limits import parse_size
+
+    with pytest.raises(ValueError, match="IEZ_API_MAX_BODY="):
+        parse_size(text)
