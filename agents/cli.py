@@ -112,6 +112,10 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--fsname", metavar="NAME", help="only OSTs of this file system")
     src.add_argument("--proc-stat", metavar="FILE", help="CPU statistics (default /proc/stat)")
     src.add_argument("--meminfo", metavar="FILE", help="memory statistics (default /proc/meminfo)")
+    run.add_argument("--tbf-rules", metavar="FILE",
+                     help="NRS TBF rules to keep in force on this OSS (iez shares rules --json), applied at "
+                          "start and whenever the file changes: lctl set_param on a server, the tree under "
+                          "--root on an emulated OSS")
     sec = p.add_argument_group("CURVE authentication and encryption")
     sec.add_argument("--curve-server-key", metavar="FILE", help="the MDS's public key (zmq certificate)")
     sec.add_argument("--curve-secret-key", metavar="FILE", help="this agent's secret key (zmq certificate)")
@@ -128,7 +132,8 @@ def _settings(args: argparse.Namespace) -> dict[str, object]:
     }
 
 
-def run(cfg: AgentConfig, *, once: bool = False, json_out: bool = False, count: int | None = None) -> int:
+def run(cfg: AgentConfig, *, once: bool = False, json_out: bool = False, count: int | None = None,
+        tbf_rules: str | None = None) -> int:
     """Collect and publish until stopped (or after ``count`` messages, or once)."""
     from agents.publisher import Publisher  # pyzmq is loaded only when publishing
 
@@ -139,6 +144,17 @@ def run(cfg: AgentConfig, *, once: bool = False, json_out: bool = False, count: 
         raise AgentError("--once needs --json (print the message) or --mds (publish it)")
     limit = 1 if once else count
     collector = Collector(cfg)
+    tbf = None
+    if tbf_rules:
+        from agents.tbf import TbfRules
+
+        kind = collector.source.kind
+        if kind == "file":
+            raise AgentError("--tbf-rules needs a live OSS (lctl) or an emulated one (--root), not saved lctl text")
+        first = cfg.root.split(":")[0] if kind == "procfs" and cfg.root else ""
+        # an emulated OSS's tree takes the rules as files; a server's own /proc or /sys through lctl
+        root = first if first and not first.startswith(("/proc/", "/sys/")) else None
+        tbf = TbfRules(tbf_rules, cfg.oss_id, root=root, lctl=cfg.lctl or "lctl")
     if cfg.mds:
         collector.read_osts()  # a bad source fails now, before any connection attempt
     stop = threading.Event()
@@ -166,6 +182,8 @@ def run(cfg: AgentConfig, *, once: bool = False, json_out: bool = False, count: 
         next_due = time.monotonic()
         while not stop.is_set():
             attempts += 1
+            if tbf is not None:
+                tbf.refresh()  # the rules file changed (or this is the start): put its rules in force
             try:
                 message = collector.collect()
                 data = encode(message)
@@ -211,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.count is not None and args.count < 1:
             raise AgentError(f"--count must be at least 1, got {args.count}")
         cfg = resolve(_settings(args), args.config)
-        return run(cfg, once=args.once, json_out=args.json, count=args.count)
+        return run(cfg, once=args.once, json_out=args.json, count=args.count, tbf_rules=args.tbf_rules)
     except AgentError as err:
         print(f"iez-agent: error: {err}", file=sys.stderr, flush=True)
         return 2

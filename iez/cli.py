@@ -36,6 +36,7 @@ COMMAND_MODULES = (
     "iez.commands.predict",
     "iez.commands.map",
     "iez.commands.copy",
+    "iez.commands.shares",
 )
 
 

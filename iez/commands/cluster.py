@@ -51,6 +51,9 @@ def register(subparsers) -> None:
     emulate.add_argument("--mds", default="tcp://127.0.0.1:5555", help="MDS endpoint the agents connect to")
     emulate.add_argument("--interval", type=float, default=1.0, help="agent interval and tree refresh, seconds")
     emulate.add_argument("--no-agents", action="store_true", help="set up the trees without agents and exit")
+    emulate.add_argument("--tbf-rules", type=Path, metavar="FILE",
+                         help="NRS TBF rules (iez shares rules --json) each agent keeps in its OSS's tree; the "
+                              "emulated bandwidth limits each rule's job id (an IEZ_IO_CLASS) to its rate")
     emulate.add_argument("--insecure", action="store_true",
                          help="agents publish without CURVE keys (for an MDS run with --insecure); by default each "
                               "agent has its key under ROOT/keys, and the MDS takes --curve-secret-key "
@@ -132,7 +135,8 @@ def _emulate(args: argparse.Namespace) -> int:
                 progress.step(oss_id)
                 agents[oss_id] = subprocess.Popen(agent_command() + [
                     "--root", str(layout.oss_root(oss_id)), "--oss-id", oss_id, "--mds", args.mds,
-                    "--interval", interval, "--fsname", layout.fsname, *(keys.agent_options(oss_id) if keys else [])])
+                    "--interval", interval, "--fsname", layout.fsname, *(keys.agent_options(oss_id) if keys else []),
+                    *(["--tbf-rules", str(args.tbf_rules.resolve())] if args.tbf_rules else [])])
                 progress.advance()
         print(f"started {len(agents)} agents -> {args.mds}", flush=True)
         emulator = Emulator(layout)

@@ -17,8 +17,9 @@ Format (little-endian): a 32-byte header ``IEZBW001``, u32 version 2, u32 OST sl
 + 1), u32 OSS slots, u32 class slots, u64 window (bytes; 0: 4 MiB); then 32 bytes per OST index and
 per OSS: f64 rate in bytes/s (0: not slowed), u32 OSS slot (OSTs), u32 flags (1: present), 16
 unused bytes; then 32 bytes per class: u64 key (0 free, 1 class 0, else FNV-1a of the name), f64
-weight, f64 cap, 8 unused bytes; then per server (OSTs, then OSSs) a u64 busy-until
-(CLOCK_MONOTONIC ns) per class.
+weight, f64 cap, 8 unused bytes; then per server (OSTs, then OSSs) a u64 busy-until (CLOCK_MONOTONIC
+ns) per class; then per OSS an f64 rate limit in bytes/s per class (0: none): the NRS TBF rules of
+that OSS's ost_io service, copied by the emulator from its tree.
 """
 
 from __future__ import annotations
@@ -62,6 +63,14 @@ class Server:
         return left * MiB
 
 
+def class_key(name: str) -> int:
+    """The key of an I/O class in the table: FNV-1a of its name, never 0 (free) or 1 (class 0)."""
+    h = 1469598103934665603
+    for byte in name.encode():
+        h = ((h ^ byte) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+    return h if h > 1 else h + 2
+
+
 def table_path(root: str | os.PathLike) -> Path:
     return Path(root) / FILE
 
@@ -73,7 +82,7 @@ def write_table(root: str | os.PathLike, osts: dict[int, tuple[Server, str]], os
     slot_of = {oss: k for k, oss in enumerate(order)}
     n_ost = max(osts, default=-1) + 1
     servers = n_ost + len(order)
-    buf = bytearray(HEADER + (servers + CLASSES) * SLOT + servers * CLASSES * 8)
+    buf = bytearray(HEADER + (servers + CLASSES) * SLOT + (servers + len(order)) * CLASSES * 8)
     struct.pack_into("<8sIIIIQ", buf, 0, MAGIC, VERSION, n_ost, len(order), CLASSES, window)
     struct.pack_into("<Qdd", buf, HEADER + servers * SLOT, 1, 1.0, 0.0)  # class 0: the default
     for index, (server, oss) in osts.items():
@@ -107,7 +116,7 @@ class Table:
         magic, version, self.n_ost, self.n_oss, self.n_class = struct.unpack_from("<8sIIII", self.map, 0)
         servers = self.n_ost + self.n_oss
         if magic != MAGIC or version != VERSION or \
-                len(self.map) < HEADER + (servers + self.n_class) * SLOT + servers * self.n_class * 8:
+                len(self.map) < HEADER + (servers + self.n_class) * SLOT + (servers + self.n_oss) * self.n_class * 8:
             raise ValueError(f"{self.path}: not a bandwidth table of version {VERSION}")
 
     def _ost(self, index: int) -> int:
@@ -133,6 +142,42 @@ class Table:
             if key:
                 out.append({"slot": k, "key": key, "weight": weight, "cap": cap})
         return out
+
+    def _class_slot(self, name: str) -> int:
+        """The slot of class ``name``, claimed when no process has joined it yet."""
+        key = class_key(name)
+        base = HEADER + (self.n_ost + self.n_oss) * SLOT
+        for k in range(1, self.n_class):
+            seen = struct.unpack_from("<Q", self.map, base + k * SLOT)[0]
+            if seen == 0:
+                # processes claim slots with a CAS from C; this writer runs only in the emulator, and a
+                # process joining at the same instant with the same name finds the same key
+                struct.pack_into("<Qdd", self.map, base + k * SLOT, key, 1.0, 0.0)
+                seen = key
+            if seen == key:
+                return base + k * SLOT
+        raise ValueError(f"{self.path}: every class slot is taken; class {name!r} cannot be limited")
+
+    def _limit_at(self, oss_slot: int, class_offset: int) -> int:
+        k = (class_offset - (HEADER + (self.n_ost + self.n_oss) * SLOT)) // SLOT
+        servers = self.n_ost + self.n_oss
+        return HEADER + (servers + self.n_class) * SLOT + servers * self.n_class * 8 + \
+            (oss_slot * self.n_class + k) * 8
+
+    def set_tbf(self, oss_slot: int, name: str, bytes_per_s: float) -> None:
+        """An NRS TBF rate limit for class ``name`` through OSS ``oss_slot`` (its order in the table; 0: none)."""
+        if not 0 <= oss_slot < self.n_oss:
+            raise ValueError(f"OSS slot {oss_slot} is not in the bandwidth table {self.path}")
+        struct.pack_into("<d", self.map, self._limit_at(oss_slot, self._class_slot(name)), float(bytes_per_s))
+
+    def tbf(self, oss_slot: int, name: str) -> float:
+        """The limit of class ``name`` at OSS ``oss_slot`` (0: none)."""
+        return struct.unpack_from("<d", self.map, self._limit_at(oss_slot, self._class_slot(name)))[0]
+
+    def clear_tbf(self, oss_slot: int) -> None:
+        """No class limited at OSS ``oss_slot`` any more."""
+        base = self._limit_at(oss_slot, HEADER + (self.n_ost + self.n_oss) * SLOT)
+        struct.pack_into(f"<{self.n_class}d", self.map, base, *([0.0] * self.n_class))
 
     def close(self) -> None:
         self.map.close()

@@ -365,6 +365,7 @@ class Emulator:
         self.last_bytes = dict.fromkeys(indices, 0)
         self.samples = dict.fromkeys(indices, 0)
         self.unplaced_bytes = 0
+        self._tbf_errors: set[str] = set()
 
     def bytes_per_ost(self) -> dict[int, int]:
         per = dict.fromkeys(self.written, 0)
@@ -400,7 +401,34 @@ class Emulator:
             if self.samples[i]:
                 stats += f"write_bytes               {self.samples[i]} samples [bytes] 1 {self.written[i]} {self.written[i]}\n"
             _write(d / "stats", stats)
+        self.apply_tbf()
         return per
+
+    def apply_tbf(self) -> None:
+        """The NRS TBF rules in each OSS's tree (``ost/OSS/ost_io``, written by its agent) as rate limits of
+        the emulated bandwidth: in emulation a job id is an I/O class (``IEZ_IO_CLASS``), and a rule's rate
+        is RPCs of Lustre's default 4 MiB a second."""
+        from iez.emulate.bandwidth import Table
+        from iez.shares import DEFAULT_RPC_SIZE, SharesError, read_tree_rules
+
+        try:
+            table = Table(self.layout.root)
+        except ValueError:
+            return  # a cluster made before bandwidth tables: nothing to limit
+        try:
+            for slot, oss_id in enumerate(self.layout.oss_ids):
+                try:
+                    rules = read_tree_rules(self.layout.oss_root(oss_id))
+                except SharesError as err:
+                    if str(err) not in self._tbf_errors:
+                        self._tbf_errors.add(str(err))
+                        print(f"iez cluster emulate: {err}; that OSS's rules are not applied", flush=True)
+                    continue
+                table.clear_tbf(slot)
+                for _name, jobid, rate in rules:
+                    table.set_tbf(slot, jobid, rate * DEFAULT_RPC_SIZE)
+        finally:
+            table.close()
 
 
 # ------------------------------------------------------------------------------------------ the administrator

@@ -26,7 +26,9 @@
  * slot per OST index and one per OSS: f64 rate (bytes/s; 0: not throttled), u32 OSS slot (OSTs),
  * u32 flags (1: present), u64 unused, u64 unused; then one 32-byte slot per class: u64 key (0:
  * free, 1: class 0, else a hash of the name), f64 weight, f64 cap (0: none), u64 unused; then per
- * server (OSTs, then OSSs) one u64 busy-until (CLOCK_MONOTONIC ns) per class.
+ * server (OSTs, then OSSs) one u64 busy-until (CLOCK_MONOTONIC ns) per class; then per OSS one f64
+ * rate limit in bytes/s per class (0: none): the NRS TBF rules of the OSS's ost_io service, which
+ * the emulator copies from the emulated tree.
  *
  * What is throttled: read, pread, readv, preadv and the write family, sendfile and
  * copy_file_range, on descriptors opened through open, openat, creat, fopen (and their copies by
@@ -69,6 +71,7 @@ static unsigned char *table;         /* the mapped ROOT/bandwidth.shm */
 static uint32_t nost_slots, noss_slots, nclasses;
 static unsigned char *classes;       /* the class slots */
 static uint64_t *lanes;              /* busy-until per (server, class) */
+static const unsigned char *limits;  /* f64 TBF rate limit per (OSS, class) */
 static uint32_t my_class;            /* this process's class slot (0: the default class) */
 static double window = 4.0 * 1024 * 1024;
 /* IEZ_EMULATE_SCALE=K: each byte read or written stands for K bytes of the file at K times its
@@ -197,7 +200,7 @@ void iez_bw_load(const char *root)
     uint32_t no = get32(t + 12), ns = get32(t + 16);
     uint32_t nc = get32(t + 20);
     if (memcmp(t, BW_MAGIC, 8) != 0 || get32(t + 8) != 2 || no > 65536 || ns > 65536 || nc < 1 || nc > 256 ||
-        (uint64_t)st.st_size < BW_HEADER + ((uint64_t)no + ns + nc) * BW_SLOT + ((uint64_t)no + ns) * nc * 8) {
+        (uint64_t)st.st_size < BW_HEADER + ((uint64_t)no + ns + nc) * BW_SLOT + ((uint64_t)no + 2 * ns) * nc * 8) {
         iez_debug("IEZ_EMULATE=%s: %s is not a bandwidth table this libiez reads: I/O is not slowed", root, path);
         munmap(p, (size_t)st.st_size);
         return;
@@ -218,6 +221,7 @@ void iez_bw_load(const char *root)
     nclasses = nc;
     classes = t + BW_HEADER + ((size_t)no + ns) * BW_SLOT;
     lanes = (uint64_t *)(void *)(classes + (size_t)nc * BW_SLOT);
+    limits = (const unsigned char *)(lanes + ((size_t)no + ns) * nc);
     files = f;
     const char *k = getenv("IEZ_EMULATE_SCALE");
     if (k && *k) {
@@ -320,6 +324,12 @@ static double class_rate(uint32_t server, uint32_t c, double rate, uint64_t now)
         double w = get_f64(slot + 8), f = get_f64(slot + 16);
         weight[n] = w > 0 ? w : 1.0;
         cap[n] = f > 0 && f <= 1 ? f * rate : rate;
+        if (server >= nost_slots) { /* an OSS's TBF rule limits the class's rate through its ost_io service */
+            double tbf;
+            memcpy(&tbf, limits + ((size_t)(server - nost_slots) * nclasses + k) * 8, sizeof tbf);
+            if (tbf > 0 && tbf < cap[n])
+                cap[n] = tbf;
+        }
         who[n++] = k;
     }
     double left = rate;
