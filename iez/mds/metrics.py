@@ -14,7 +14,8 @@ uses them):
   label ``state`` it has: active, degraded, readonly, nocreate, inactive)
 - per OSS (label ``oss``): ``oss_fresh`` (1/0, :mod:`iez.freshness`), ``oss_age_seconds``
 - ``messages_accepted_total``, ``messages_stored_total``,
-  ``messages_dropped_total{cause}``, ``ost_reports_dropped_total{cause}``
+  ``messages_dropped_total{cause}``, ``ost_reports_dropped_total{cause}``,
+  ``handshakes_refused_total`` (CURVE handshakes with a key not in the authorised directory)
 - ``allocation_seconds`` (histogram, one application's placement),
   ``allocation_passes_total``, ``files_allocated_total``, ``files_refused_total``,
   ``allocations_total{outcome=done|deferred|failed}``
@@ -126,6 +127,9 @@ class _ServiceCollector:
         for cause in sorted(set(getattr(messages, "OST_CAUSES", ())) | set(ost_counts)):
             ost_dropped.add_metric([cause], ost_counts.get(cause, 0))
         yield ost_dropped
+        keys = getattr(s, "keys", None)  # iez.mds.keys.OssKeys with CURVE
+        yield counter("handshakes_refused", "CURVE handshakes refused: keys not in the authorised directory",
+                      keys.refused if keys is not None else 0)
         yield counter("allocation_passes", "allocation passes run", c.allocation_passes)
         yield counter("files_allocated", "files given a layout", c.allocated)
         yield counter("files_refused", "files the policy could not place (left pending)", c.refused)

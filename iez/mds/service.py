@@ -97,7 +97,7 @@ class Counters:
     deferred: int = 0
     failed: int = 0
     refused: int = 0
-    osts_refused: Counter = field(default_factory=Counter)
+    ost_dropped: Counter = field(default_factory=Counter)  # OSTs left out of accepted messages, per OST_CAUSES
 
 
 class MdsService:
@@ -347,7 +347,7 @@ class MdsService:
             if cause is None:
                 kept.append(o)
                 continue
-            self.counters.osts_refused[cause] += 1
+            self.counters.ost_dropped[cause] += 1
             self._log_limited((cause, report.oss_id, o.index), "refusing OST %d of OSS %s (%s): %s", o.index,
                               report.oss_id, cause, why)
         return report if len(kept) == len(report.osts) else replace(report, osts=kept)
@@ -546,7 +546,7 @@ class MdsService:
             "fsname": self.fsname,
             "messages": {"accepted": c.accepted, "stored": c.stored,
                          "dropped": {cause: c.dropped.get(cause, 0) for cause in CAUSES},
-                         "osts_refused": {cause: c.osts_refused.get(cause, 0) for cause in OST_CAUSES},
+                         "osts_refused": {cause: c.ost_dropped.get(cause, 0) for cause in OST_CAUSES},
                          "handshakes_refused": self.keys.refused if self.keys is not None else 0},
             "osses": {"fresh": self.view.fresh(), "stale": self.view.stale(),
                       "last_seen": {o.oss_id: round(o.received, 3) for o in self.view.osses.values()},

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -69,7 +70,8 @@ def test_insecure_given_with_keys_wins_and_says_so(tmp_path, mds_factory):
 def test_keyless_and_unknown_key_agents_are_refused_and_refusals_logged_once(tmp_path, mds_factory):
     keys = Keys(tmp_path / "keys", ["oss0"], unauthorised=["rogue"])
     db = fresh_db("sqlite", tmp_path, "curve")
-    mds = mds_factory(db, *keys.mds_options()).start()
+    metrics_port = free_port()
+    mds = mds_factory(db, *keys.mds_options(), "--metrics-bind", f"127.0.0.1:{metrics_port}").start()
     assert mds.status()["ingest"] == "curve"
     real = start_agent(tmp_path, "oss0", mds.endpoint, ["fs-OST0000"], *keys.agent_options("oss0"))
     keyless = start_agent(tmp_path, "plain", mds.endpoint, ["fs-OST0001"])
@@ -83,6 +85,9 @@ def test_keyless_and_unknown_key_agents_are_refused_and_refusals_logged_once(tmp
         assert status["osts"] == 1
         log = mds.log.read_text()
         assert log.count("refused a CURVE handshake") == 1  # once a minute per key, then counted
+        with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as answer:
+            scraped = answer.read().decode()
+        assert f"iez_mds_handshakes_refused_total {float(status['messages']['handshakes_refused'])}" in scraped
         assert rogue.poll() is None and keyless.poll() is None  # they keep trying; they are just not heard
     finally:
         for agent in (real, keyless, rogue):
@@ -315,11 +320,18 @@ def test_an_ost_its_holder_no_longer_reports_moves_without_waiting_for_staleness
 
         assert svc.receive(frame("oss0", 1, [0, 1]))
         assert svc.receive(frame("oss1", 1, [1, 2]))
-        assert svc.view.osts[1].oss_id == "oss0" and svc.counters.osts_refused["conflict"] == 1
+        assert svc.view.osts[1].oss_id == "oss0" and svc.counters.ost_dropped["conflict"] == 1
         assert svc.receive(frame("oss0", 2, [0]))  # oss0, fresh, hands OST 1 over (a planned failover)
         assert svc.receive(frame("oss1", 2, [1, 2]))
-        assert svc.view.osts[1].oss_id == "oss1" and svc.counters.osts_refused["conflict"] == 1
+        assert svc.view.osts[1].oss_id == "oss1" and svc.counters.ost_dropped["conflict"] == 1
         assert "OST 1 (fs-OST0001) moves from OSS oss0 (no longer reports it) to OSS oss1: failover" in caplog.text
+        from prometheus_client import generate_latest
+
+        from iez.mds.metrics import MdsMetrics
+
+        scraped = generate_latest(MdsMetrics(svc).registry).decode()
+        assert 'iez_mds_ost_reports_dropped_total{cause="conflict"} 1.0' in scraped
+        assert "iez_mds_handshakes_refused_total 0.0" in scraped
     finally:
         svc._stop_writer()
         svc.engine.dispose()
