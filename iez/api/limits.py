@@ -60,12 +60,32 @@ def too_large(limit: int) -> str:
 _CLOSE = (b"connection", b"close")
 
 
+class BodiesBusy(HTTPException):
+    """Raised from ``receive`` when a streamed body would take the large bodies in flight past their budget."""
+
+    def __init__(self, budget: int):
+        super().__init__(503, busy(budget), headers={"Retry-After": "1"})
+
+
+def busy(budget: int) -> str:
+    return (f"too many large request bodies at once (more than {budget} bytes in flight, twice IEZ_API_MAX_BODY): "
+            "retry in a moment")
+
+
+#: Bodies up to this size are never held back by the budget (lookups, statistics, most requests).
+SMALL_BODY = 256 * 1024
+
+
 class BodyLimit:
-    """Pure ASGI middleware: 413 for a body over ``limit`` bytes, before it is read."""
+    """Pure ASGI middleware: 413 for a body over ``limit`` bytes, before it is read; 503 for a large body that
+    would take those in flight past ``2 * limit`` bytes (the memory a worker gives bodies and what is parsed
+    from them while they are served), so concurrent maximal bodies cannot exhaust it either."""
 
     def __init__(self, app, limit: int) -> None:
         self.app = app
         self.limit = limit
+        self.budget = 2 * limit
+        self.in_flight = 0  # bytes of large bodies being received or served (one event loop: no lock)
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http":
@@ -79,38 +99,54 @@ class BodyLimit:
             if int(declared) > self.limit:
                 await refuse(send, 413, too_large(self.limit))
                 return
+        held = int(declared) if declared is not None and int(declared) > SMALL_BODY else 0
+        if held and self.in_flight + held > self.budget:
+            await refuse(send, 503, busy(self.budget), {"Retry-After": "1"})
+            return
+        self.in_flight += held
         received = 0
+        complete = declared is not None and held == 0
         started = False
 
         async def counted() -> dict:
-            nonlocal received
+            nonlocal received, held, complete
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
+                complete = not message.get("more_body", False)
                 if received > self.limit:
                     raise BodyTooLarge(self.limit)
+                if received > max(held, SMALL_BODY):  # a chunked body grows into the budget as it comes
+                    if self.in_flight - held + received > self.budget:
+                        raise BodiesBusy(self.budget)
+                    self.in_flight += received - held
+                    held = received
             return message
 
         async def closing(message) -> None:
             nonlocal started
             if message["type"] == "http.response.start":
                 started = True
-                if message["status"] == 413:  # the rest of the body is not wanted: stop the client sending it
+                if message["status"] == 413 or (message["status"] == 503 and not complete):
+                    # the rest of the body is not wanted: stop the client sending it
                     message = {**message, "headers": [*message.get("headers", []), _CLOSE]}
             await send(message)
 
         try:
             await self.app(scope, counted, closing)
-        except BodyTooLarge as err:  # raised where no route answers it (the lookup fast path)
+        except (BodyTooLarge, BodiesBusy) as err:  # raised where no route answers it (the lookup fast path)
             if started:
                 raise
-            await refuse(send, 413, err.detail)
+            await refuse(send, err.status_code, err.detail, err.headers)
+        finally:
+            self.in_flight -= held
 
 
-async def refuse(send, status: int, detail: str) -> None:
+async def refuse(send, status: int, detail: str, headers: dict[str, str] | None = None) -> None:
     """Answer ``status`` with ``{"detail": ...}`` and close the connection (its body is left unread)."""
     body = json.dumps({"detail": detail}).encode()
+    extra = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in (headers or {}).items()]
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                            _CLOSE]})
+                            _CLOSE, *extra]})
     await send({"type": "http.response.body", "body": body})

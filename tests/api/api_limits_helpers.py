@@ -21,12 +21,15 @@ class Upload:
     """One request whose body is sent by a thread while the caller waits for the answer."""
 
     def __init__(self, url: str, path: str, headers: dict[str, str], body_bytes: int, chunked: bool = False,
-                 chunk: int = 64 * 1024):
+                 chunk: int = 64 * 1024, hold: bool = False):
         host, port = url.removeprefix("http://").split(":")
         self.sock = socket.create_connection((host, int(port)), timeout=30)
         self.sent = 0
         self.send_error: OSError | None = None
         self._stop = threading.Event()
+        self.go = threading.Event()  # with ``hold``, the body is sent only once this is set
+        if not hold:
+            self.go.set()
         head = [f"POST {path} HTTP/1.1", f"Host: {host}:{port}", "Content-Type: application/json"]
         head += [f"{k}: {v}" for k, v in headers.items()]
         head += ["Transfer-Encoding: chunked"] if chunked else [f"Content-Length: {body_bytes}"]
@@ -37,6 +40,9 @@ class Upload:
 
     def _pump(self, total: int, chunked: bool, size: int) -> None:
         data = b" " * size  # JSON whitespace: a body that would parse, were it read
+        while not self.go.wait(0.05):
+            if self._stop.is_set():
+                return
         try:
             while self.sent < total and not self._stop.is_set():
                 part = data[: min(size, total - self.sent)]

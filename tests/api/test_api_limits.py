@@ -5,6 +5,7 @@ processes on real sockets; memory from /proc."""
 from __future__ import annotations
 
 import json
+import time
 
 import httpx
 import pytest
@@ -238,3 +239,31 @@ def test_a_size_that_is_not_one_is_refused_naming_the_setting(text):
 
     with pytest.raises(ValueError, match="IEZ_API_MAX_BODY="):
         parse_size(text)
+
+
+def test_large_bodies_in_flight_are_held_to_twice_the_limit(limited):
+    """With a 1 MiB limit, two 1 MB bodies may be on their way at once; a third gets 503 at once (its body left
+    unsent), and one finishing makes room again. Small bodies are never held back."""
+    lookup = "/v1/allocations/lookup"
+    first, second = (Upload(limited.url, lookup, {}, MB, hold=True) for _ in range(2))
+    try:
+        time.sleep(0.5)  # both requests reached the server and wait for their bodies
+        third = Upload(limited.url, lookup, {}, MB, hold=True)
+        try:
+            status, raw, _ = third.answer()
+            assert status == 503 and b"retry-after: 1" in raw.lower(), raw
+            assert b"too many large request bodies" in raw
+        finally:
+            third.close()
+        small = httpx.post(limited.url + lookup, json={"paths": ["/lustre/small"]}, timeout=30)
+        assert small.status_code == 200  # small bodies pass meanwhile
+        first.go.set()
+        assert first.answer()[0] == 422  # whitespace is no JSON: served, and its room given back
+        fourth = Upload(limited.url, lookup, {}, MB)
+        try:
+            assert fourth.answer()[0] == 422
+        finally:
+            fourth.close()
+    finally:
+        first.close()
+        second.close()
