@@ -37,6 +37,7 @@ COMMAND_MODULES = (
     "iez.commands.map",
     "iez.commands.copy",
     "iez.commands.shares",
+    "iez.commands.stage",
 )
 
 

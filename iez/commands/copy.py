@@ -53,6 +53,9 @@ def register(subparsers) -> None:
     parser.add_argument("--json", action="store_true",
                         help="print bytes, seconds, files, chunks per OST, throughput_mib_s, congested, "
                         "failed (only the JSON on stdout)")
+    parser.add_argument("--background", action="store_true",
+                        help="journal the movement and return at once; a detached stager copies it at --share "
+                             "(default 0.3) of each server and survives a kill or reboot (iez stage status/resume)")
     parser.set_defaults(handler=_run)
 
 
@@ -117,6 +120,19 @@ def reexec_if_needed(args: argparse.Namespace) -> None:
 def _run(args: argparse.Namespace) -> int:
     if len(args.paths) < 2:
         raise ValueError("give SRC... and DST")
+    if args.background:  # seed 004: staged asynchronously (iez.move.staging)
+        from iez.commands.stage import submit_and_start
+
+        mid, movement, problems = submit_and_start(args.paths, args.share if args.share is not None else 0.3,
+                                                   args.weight if args.weight is not None else 1.0)
+        for line in problems:
+            print(f"iez copy: {line}", file=sys.stderr)
+        if args.json:
+            print(json.dumps({"id": mid, "background": True, "files": movement["files"], "bytes": movement["bytes"],
+                              "problems": problems}))
+        else:
+            print(f"movement {mid}: {movement['files']} files queued in the background; iez stage status")
+        return 1 if problems else 0
     if args.share is not None and not 0 < args.share <= 1:
         raise ValueError(f"--share {args.share} is outside (0, 1]")
     if args.weight is not None and not args.weight > 0:
