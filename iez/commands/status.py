@@ -47,6 +47,16 @@ def mds_qos(path: Path) -> dict | None:
     return dict(qos) if qos else None
 
 
+def movements_in_flight(state_dir: Path) -> list[dict]:
+    """Background movements queued or running (iez copy --background; iez.move.staging), with their progress."""
+    from iez.move.staging import movements
+
+    try:
+        return [m.to_json() for m in movements(state_dir, active_only=True)]
+    except Exception as err:  # noqa: BLE001 - a broken journal must not hide the cluster's status
+        return [{"error": f"staging journal unreadable: {err}"}]
+
+
 @db_errors
 def _run(args: argparse.Namespace) -> int:
     if args.stale_intervals < 1:
@@ -65,6 +75,7 @@ def _run(args: argparse.Namespace) -> int:
     def snapshot() -> dict:
         view = read(engine, lambda conn: live_view(conn, utcnow(), settings.oss_stale_s, args.stale_intervals))
         view["qos"] = mds_qos(status_file)
+        view["movements"] = movements_in_flight(Path(settings.state_dir))
         view["time"] = round(time.time(), 3)
         return view
 
@@ -137,6 +148,8 @@ def render(view: dict) -> list:
                      f"{o['reserved_kbytes'] / gib:.2f}", Text(f"{o['fill']:.1%}", "red" if o["fill"] >= 0.9 else ""),
                      f"{o['load_mib_s']:.1f}", " ".join(o["pools"]) or "-")
     out = [oss, osts]
+    if view.get("movements"):
+        out.append(Text(movements_text(view["movements"])))
     if view.get("qos"):
         out.append(Text("MDS qos settings: " + ", ".join(f"{k} {v}" for k, v in view["qos"].items())))
     return out
@@ -157,7 +170,19 @@ def _print_table(view: dict, out) -> None:
         print(f"{ost['index']:>5} {ost['oss']:<12} {ost['state']:<9} {ost['kbytes_total'] / gib:>9.1f} "
               f"{ost['kbytes_avail'] / gib:>10.1f} {ost['reserved_kbytes'] / gib:>9.2f} {ost['fill']:>6.1%} "
               f"{ost['load_mib_s']:>8.1f}  {' '.join(ost['pools']) or '-'}", file=out)
+    if view.get("movements"):
+        print(file=out)
+        print(movements_text(view["movements"]), file=out)
     qos = view.get("qos")
     if qos:
         print(file=out)
         print("MDS qos settings: " + ", ".join(f"{key} {value}" for key, value in qos.items()), file=out)
+
+
+def movements_text(moves: list[dict]) -> str:
+    from iez.commands.stage import table
+
+    broken = [m["error"] for m in moves if "error" in m]
+    if broken:
+        return broken[0]
+    return "Movements in flight (iez copy --background):\n" + table(moves)

@@ -94,6 +94,13 @@ def test_a_killed_stager_resumes_without_loss_or_duplicate(lib, tmp_path):  # no
              30, "the stager to die")
     movement = status(env)[0]
     assert movement["state"] == "running" and movement["done_files"] < 24  # cut off in the middle
+    # iez status shows the movement in flight beside the cluster's view
+    db = str(tmp_path / "iez.db")
+    assert iez(["db", "upgrade", "--db", db], env).returncode == 0
+    view = iez(["status", "--db", db, "--json"], env)
+    assert view.returncode == 0, view.stderr
+    assert [(m["id"], m["done_files"]) for m in json.loads(view.stdout)["movements"]] == \
+        [(movement["id"], movement["done_files"])]
     resumed = iez(["stage", "resume"], env)
     assert resumed.returncode == 0 and "stager started" in resumed.stdout, resumed.stdout + resumed.stderr
     wait_for(lambda: status(env)[0]["state"] == "done", 180, "the resumed movement to finish")
