@@ -107,6 +107,9 @@ class OST:
 
 #: Lustre's ``-1`` extent end: the component runs to the end of the file.
 EOF_END = -1
+#: Copies of a file iez places (``mirror_count``). Lustre's FLR takes up to 16 (LUSTRE_MIRROR_COUNT_MAX);
+#: iez stops at 4: each mirror costs the file's bytes in write bandwidth and needs a failure domain of its own.
+MAX_MIRRORS = 4
 #: Lustre pool names: at most LOV_MAXPOOLNAME (15) characters; ``fs.name`` is the same pool as ``name``.
 POOL_NAME_MAX = 15
 
@@ -245,8 +248,14 @@ class WriteRequest:
     components: tuple[Component, ...] = ()
     #: A stripe size the file's policy fixes (Lustre's default layout); None: iez chooses (paper Method II).
     stripe_size: int | None = None
+    #: Copies of the file (Lustre FLR mirrors), each in failure domains no other copy uses.
+    mirror_count: int = 1
 
     def __post_init__(self) -> None:
+        if isinstance(self.mirror_count, bool) or not isinstance(self.mirror_count, int) or \
+                not 1 <= self.mirror_count <= MAX_MIRRORS:
+            raise ValueError(f"{self.file}: mirror_count={self.mirror_count!r} must be a whole number within "
+                             f"1..{MAX_MIRRORS}")
         if self.pool is not None:
             check_pool_name(self.pool, self.file)
         if self.components:
@@ -265,6 +274,11 @@ class Allocation:
     its OSTs); ``osts`` is then every placed component's OSTs in order and
     ``stripe_size`` the first placed component's. ``note`` says what the policy
     had to give up (a degraded OST used because nothing else fitted).
+
+    A mirrored file (Lustre FLR) lists every copy in ``mirrors``, each as its
+    components, the first being the primary (what ``osts``/``components``
+    describe, where writes go first); ``preferred_mirror`` is the copy on the
+    least loaded servers, which reads should take (Lustre's ``prefer`` flag).
     """
 
     file: str
@@ -274,13 +288,23 @@ class Allocation:
     pool: str | None = None
     components: tuple[Component, ...] = ()
     note: str = ""
+    mirrors: tuple[tuple[Component, ...], ...] = ()
+    preferred_mirror: int = 0
 
     @property
     def stripe_count(self) -> int:
         return len(self.osts)
 
+    @property
+    def mirror_count(self) -> int:
+        return max(1, len(self.mirrors))
+
     def stripe_bytes(self, file_bytes: int) -> list[tuple[int, int]]:
-        """``(OST, bytes)`` per stripe object for a file of ``file_bytes`` (components included)."""
+        """``(OST, bytes)`` per stripe object for a file of ``file_bytes`` (components included; every mirror's
+        objects for a mirrored file: each copy holds the file's bytes)."""
+        if self.mirrors:
+            return [pair for mirror in self.mirrors for c in mirror if c.osts
+                    for pair in zip(c.osts, component_stripe_bytes(c, file_bytes))]
         if not self.components:
             return list(zip(self.osts, raid0_bytes(file_bytes, self.stripe_size, len(self.osts))))
         out: list[tuple[int, int]] = []

@@ -219,6 +219,7 @@ class BandwidthPolicy(Policy):
 
     name = "iez"
     checks_layouts = True
+    mirror_domains = True
 
     def __init__(self, seed: int = 0, fill_weight: float = 0.0, fill_cap: float | None = None,
                  oss_load_weight: float = 0.5, **kw):
@@ -238,6 +239,9 @@ class BandwidthPolicy(Policy):
         size = np.asarray(sizes, dtype=np.int64)
         count = np.asarray(counts, dtype=np.int64)
         state = _Cluster(cluster, cap, self.oss_load_weight, (w, size, count))
+        carried = getattr(self, "carried", None)
+        if carried:  # the other mirrors of this batch's files: their bytes share these OSTs' time and room
+            state.add(np.array([carried.get(int(i), 0.0) for i in state.index]), 1.0)
         full_rounds, rest = np.divmod(w, size * count)  # the fullest object: RAID-0 wrap-around included
         obj = np.maximum(full_rounds * size + np.minimum(size, rest), 1)  # an empty file still takes its objects
         if len(np.unique(obj)) > MAX_CLASSES:

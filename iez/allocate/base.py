@@ -108,7 +108,26 @@ class Policy(ABC):
             if collecting:
                 gc.enable()
 
+    #: Whether the policy keeps every mirror of a file in failure domains no other mirror uses (iez);
+    #: otherwise mirrors are placed as Lustre's FLR does, avoiding servers only while it can.
+    mirror_domains: bool = False
+
+    def carry(self, bytes_per_ost: dict[int, float]) -> None:
+        """Bytes an earlier round of the same batch put on each OST (the other mirrors of mirrored files),
+        for a policy that balances bytes (:meth:`_place` may read ``self.carried``)."""
+        carried = self.__dict__.setdefault("carried", {})
+        for ost, b in bytes_per_ost.items():
+            carried[ost] = carried.get(ost, 0.0) + b
+
     def _place_batch(self, cluster: ClusterState, requests: tuple[WriteRequest, ...]) -> Placement:
+        self.carried: dict[int, float] = {}
+        if any(r.mirror_count > 1 for r in requests):
+            from iez.allocate.mirrors import place_mirrored
+            return place_mirrored(self, cluster, requests)
+        return self._place_copies(cluster, requests)
+
+    def _place_copies(self, cluster: ClusterState, requests: tuple[WriteRequest, ...]) -> Placement:
+        """One copy of each request (the mirrors of a mirrored file are rounds of this)."""
         degraded = {o.index for o in cluster.osts if o.state == "degraded"}
         name = self.name
         if not any(r.components for r in requests):  # plain files (the common case): no expansion

@@ -14,6 +14,13 @@ or ``mdt`` (Data-on-MDT, stripe count 0)::
 
     version=2 comp=0:1048576:1048576:0:mdt comp=1048576:eof:1048576:4:1,2,5,6:pool=flash
 
+A mirrored layout (Lustre FLR) is version 3: each mirror is a ``mirror=ID`` field
+(IDs 1, 2, ... in order) with optional ``:prefer`` (the copy reads should take)
+and ``:stale`` (a copy a write has left behind until a resync), followed by its
+own ``comp=`` fields as in version 2. Readers of versions 1 and 2 refuse it::
+
+    version=3 mirror=1:prefer comp=0:eof:1048576:2:0,1 mirror=2:stale comp=0:eof:1048576:2:4,5
+
 A directory's *default layout* (an emulated ``lfs setstripe DIR``) is the same
 attribute on the directory, usually a template (``OSTS`` all ``-``).
 
@@ -46,6 +53,8 @@ from iez.model import ALL_OSTS, EOF_END, Component, check_pool_name
 DEFAULT_XATTR = "user.iez.layout"
 VERSION = 1
 VERSION_COMPOSITE = 2
+VERSION_MIRRORED = 3
+FORMAT_V3 = "version=3 mirror=ID[:prefer][:stale] comp=... [mirror=ID ... comp=...] ..."
 FORMAT_V2 = "version=2 comp=START:END:STRIPE_SIZE:STRIPE_COUNT:OSTS[:pool=NAME][:overstripe] ..."
 SIDECAR_NAME = "layouts.log"
 FORMAT = "version=1 stripe_size=BYTES stripe_count=N osts=I,J,..."
@@ -66,7 +75,10 @@ def xattr_name(env: dict[str, str] | None = None) -> str:
 
 
 def format_attr(layout: Layout) -> str:
-    """Version 1 for a plain layout without a pool (what older readers know), version 2 otherwise."""
+    """Version 1 for a plain layout without a pool (what older readers know), version 2 for a pool or
+    components, version 3 for mirrors."""
+    if layout.mirrors:
+        return format_mirrors(layout)
     if not layout.components and not layout.pool:
         return (f"version={VERSION} stripe_size={layout.stripe_size} stripe_count={layout.stripe_count} "
                 f"osts={','.join(str(o) for o in layout.osts)}")
@@ -90,6 +102,16 @@ def format_components(components: tuple[Component, ...] | list[Component]) -> st
     return " ".join([f"version={VERSION_COMPOSITE}"] + [format_component(c) for c in components])
 
 
+def format_mirrors(layout: Layout, with_osts: bool = True) -> str:
+    """Version-3 text of a mirrored layout (``with_osts=False``: its template, OST choices left out)."""
+    out = [f"version={VERSION_MIRRORED}"]
+    for k, mirror in enumerate(layout.mirrors):
+        out.append(f"mirror={k + 1}" + (":prefer" if k == layout.preferred else "") +
+                   (":stale" if k in layout.stale else ""))
+        out.extend(format_component(c if with_osts else c.template()) for c in mirror)
+    return " ".join(out)
+
+
 def canonical_template(layout: Layout | None) -> str:
     """The text the library compares a directory's default with: its template in version 2, ``""`` for none.
 
@@ -98,6 +120,8 @@ def canonical_template(layout: Layout | None) -> str:
     """
     if layout is None:
         return ""
+    if layout.mirrors:
+        return format_mirrors(Layout.from_mirrors(layout.mirrors), with_osts=False)
     return format_components(layout.template())
 
 
@@ -150,6 +174,41 @@ def _parse_v2(fields: list[str], bad) -> Layout:
         raise bad(str(err)) from None
 
 
+def _parse_v3(fields: list[str], bad) -> Layout:
+    """Version 3: ``mirror=ID[:prefer][:stale]`` fields, each followed by its mirror's version-2 fields."""
+    mirrors: list[list[str]] = []
+    preferred, stale = None, []
+    for field in fields[1:]:
+        key, sep, value = field.partition("=")
+        if key == "mirror" and sep:
+            parts = value.split(":")
+            if not _INT.fullmatch(parts[0]) or int(parts[0]) != len(mirrors) + 1:
+                raise bad(f"{field!r}: mirror IDs run 1, 2, ... in order (expected mirror={len(mirrors) + 1})")
+            for flag in parts[1:]:
+                if flag == "prefer" and preferred is None:
+                    preferred = len(mirrors)
+                elif flag == "stale" and len(mirrors) not in stale:
+                    stale.append(len(mirrors))
+                else:
+                    raise bad(f"{field!r}: unknown or repeated flag {flag!r} (prefer, stale; one mirror prefers)")
+            mirrors.append([f"version={VERSION_COMPOSITE}"])
+        elif not mirrors:
+            raise bad(f"field {field!r} before the first mirror=ID; expected {FORMAT_V3!r}")
+        else:
+            mirrors[-1].append(field)
+    if not mirrors:
+        raise bad(f"no mirror; expected {FORMAT_V3!r}")
+    copies = []
+    for k, mirror in enumerate(mirrors):
+        if len(mirror) == 1:
+            raise bad(f"mirror {k + 1} has no component")
+        copies.append(_parse_v2(mirror, lambda reason, k=k: bad(f"mirror {k + 1}: {reason}")).as_components())
+    try:
+        return Layout.from_mirrors(copies, preferred or 0, stale)
+    except ValueError as err:
+        raise bad(str(err).removeprefix("layout: ")) from None
+
+
 def parse_attr(text: str | bytes, where: str) -> Layout:
     """The layout in attribute text; :class:`ValueError` naming ``where`` and the problem otherwise."""
     if isinstance(text, bytes):
@@ -165,6 +224,8 @@ def parse_attr(text: str | bytes, where: str) -> Layout:
     fields = text.split(" ")
     if fields[0] == f"version={VERSION_COMPOSITE}":
         return _parse_v2(fields, bad)
+    if fields[0] == f"version={VERSION_MIRRORED}":
+        return _parse_v3(fields, bad)
     pairs = [field.partition("=") for field in fields]
     if len(fields) != len(_KEYS) or [key for key, _, _ in pairs] != list(_KEYS) or any(not s for _, s, _ in pairs):
         raise bad(f"expected {FORMAT!r}")
@@ -174,7 +235,7 @@ def parse_attr(text: str | bytes, where: str) -> Layout:
             raise bad(f"{key}={values[key]!r} is not a whole number")
     version, stripe_size, stripe_count = (int(values[k]) for k in ("version", "stripe_size", "stripe_count"))
     if version != VERSION:
-        raise bad(f"unknown layout version {version} (this iez reads versions {VERSION} and {VERSION_COMPOSITE})")
+        raise bad(f"unknown layout version {version} (this iez reads versions {VERSION}, {VERSION_COMPOSITE} and {VERSION_MIRRORED})")
     if stripe_size <= 0:
         raise bad(f"stripe_size={stripe_size} must be positive")
     parts = values["osts"].split(",")

@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from iez.model import ALL_OSTS, EOF_END, Component, check_components, check_pool_name
+from iez.model import ALL_OSTS, EOF_END, MAX_MIRRORS, Component, check_components, check_pool_name
 
 
 @dataclass(frozen=True)
@@ -24,10 +24,41 @@ class Layout:
     osts: tuple[int, ...]
     pool: str | None = None
     components: tuple[Component, ...] = ()
+    #: A mirrored (FLR) layout: every copy as its components, the first being what ``osts``/``components``
+    #: describe (the primary, where writes go). ``preferred`` is the copy reads should take (Lustre's
+    #: ``prefer``), ``stale`` the copies a write has left behind until a resync (Lustre's ``stale``).
+    mirrors: tuple[tuple[Component, ...], ...] = ()
+    preferred: int = 0
+    stale: tuple[int, ...] = ()
 
     @property
     def stripe_count(self) -> int:
         return len(self.osts)
+
+    @classmethod
+    def from_mirrors(cls, mirrors: Sequence[Sequence[Component]], preferred: int = 0, stale: Sequence[int] = (),
+                     where: str = "layout") -> "Layout":
+        """A mirrored layout (2 to MAX_MIRRORS copies, each a composite layout of its own)."""
+        copies = tuple(check_components(m, f"{where}: mirror {k + 1}") for k, m in enumerate(mirrors))
+        if not 2 <= len(copies) <= MAX_MIRRORS:
+            raise ValueError(f"{where}: a mirrored layout has 2 to {MAX_MIRRORS} mirrors, not {len(copies)}")
+        if not 0 <= preferred < len(copies):
+            raise ValueError(f"{where}: preferred mirror {preferred + 1} is not one of the {len(copies)} mirrors")
+        marked = tuple(sorted(set(stale)))
+        if any(not 0 <= k < len(copies) for k in marked):
+            raise ValueError(f"{where}: a stale mirror is not one of the {len(copies)} mirrors")
+        if len(marked) == len(copies):
+            raise ValueError(f"{where}: every mirror is stale; at least one must hold the file")
+        first = cls.from_components(copies[0], where)
+        return cls(first.stripe_size, first.osts, first.pool, first.components, copies, preferred, marked)
+
+    @property
+    def mirror_count(self) -> int:
+        return max(1, len(self.mirrors))
+
+    def copies(self) -> tuple[tuple[Component, ...], ...]:
+        """Every copy as components (one for a layout without mirrors)."""
+        return self.mirrors or (self.as_components(),)
 
     @property
     def composite(self) -> bool:
@@ -59,7 +90,21 @@ class Layout:
             out["pool"] = self.pool
         if self.components:
             out["components"] = [component_json(c) for c in self.components]
+        if self.mirrors:
+            out.update(mirrors_json(self))
         return out
+
+
+def mirrors_json(layout: "Layout") -> dict[str, Any]:
+    """``mirrors`` (each a list of components), ``preferred_mirror`` and ``stale_mirrors`` (0-based) of a mirrored
+    layout; ``{}`` for one without mirrors."""
+    if not layout.mirrors:
+        return {}
+    out: dict[str, Any] = {"mirrors": [[component_json(c) for c in m] for m in layout.mirrors],
+                           "preferred_mirror": layout.preferred}
+    if layout.stale:
+        out["stale_mirrors"] = list(layout.stale)
+    return out
 
 
 def component_json(c: Component) -> dict[str, Any]:
@@ -150,6 +195,8 @@ def layout_from_json(data: Any, where: str) -> Layout:
     pool = data.get("pool")
     if pool is not None:
         check_pool_name(pool, where)
+    if "mirrors" in data:
+        return mirrored_from_json(data, where, lambda item, w: layout_from_json(item, w).as_components())
     if "components" in data:
         comps = components_from_json(data["components"], where, placed=True)
         if pool:
@@ -163,6 +210,31 @@ def layout_from_json(data: Any, where: str) -> Layout:
     if not comp.osts:
         raise ValueError(f"{where}: osts must list at least one OST")
     return Layout(comp.stripe_size or 0, comp.osts, pool)
+
+
+def mirrored_from_json(data: dict, where: str, copy) -> Layout:
+    """A mirrored layout from ``{"mirrors": [[components], ...], "components": first mirror (optional),
+    "pool", "preferred_mirror", "stale_mirrors"}``; ``copy(data, where)`` reads one mirror's components."""
+    mirrors = data["mirrors"]
+    if not isinstance(mirrors, list) or not all(isinstance(m, list) for m in mirrors):
+        raise ValueError(f"{where}: mirrors must be a list of mirrors, each a list of components")
+    pool = data.get("pool")
+    copies = []
+    for k, m in enumerate(mirrors):
+        item = {"components": m, **({"pool": pool} if pool else {})}
+        copies.append(tuple(copy(item, f"{where}: mirror {k + 1}")))
+    if "components" in data:
+        first = tuple(copy({"components": data["components"], **({"pool": pool} if pool else {})}, where))
+        if not copies or first != copies[0]:
+            raise ValueError(f"{where}: components beside mirrors must be the first mirror (mirrors lists every "
+                             "copy, the first included)")
+    preferred = data.get("preferred_mirror", 0)
+    stale = data.get("stale_mirrors", [])
+    if isinstance(preferred, bool) or not isinstance(preferred, int):
+        raise ValueError(f"{where}: preferred_mirror must be a mirror's position (0 for the first)")
+    if not isinstance(stale, list) or any(isinstance(k, bool) or not isinstance(k, int) for k in stale):
+        raise ValueError(f"{where}: stale_mirrors must be a list of mirror positions")
+    return Layout.from_mirrors(copies, preferred, stale, where)
 
 
 def lexical_abspath(path: str) -> str:

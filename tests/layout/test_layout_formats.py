@@ -30,7 +30,7 @@ def test_attribute_text_round_trips():
 
 
 @pytest.mark.parametrize("text, reason", [
-    ("version=3 stripe_size=1048576 stripe_count=1 osts=0", "unknown layout version 3"),
+    ("version=4 stripe_size=1048576 stripe_count=1 osts=0", "unknown layout version 4"),
     ("version=2 stripe_size=1048576 stripe_count=1 osts=0", "expected comp=START:END"),
     ("version=1 stripe_size=1048576 stripe_count=3 osts=3,7", "stripe_count=3 but osts lists 2 OSTs"),
     ("version=1 stripe_size=0 stripe_count=1 osts=0", "stripe_size=0 must be positive"),

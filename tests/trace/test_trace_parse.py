@@ -334,7 +334,7 @@ def test_a_canonical_form_is_kept_for_the_directory_default(tmp_path):
 
 @pytest.mark.parametrize("column, text, reason", [
     ("layout", "version=2 comp=0:eof:1048576:2", "expected START:END:STRIPE_SIZE:STRIPE_COUNT:OSTS"),
-    ("dir_layout", "version=3 stripe_size=1", "expected 'version=1"),
+    ("dir_layout", "version=4 stripe_size=1", "expected 'version=1"),
     ("layout", "version=2 comp=0:100:1048576:1:-", ""),  # ends before EOF: still a valid layout text
     ("dir_layout", "version=2 comp=0:eof:1048576:1:-:pool=much-too-long-pool-name", "is not a Lustre pool name"),
 ])
