@@ -107,7 +107,8 @@ ERRORS = {status: {"model": Problem, "description": description} for status, des
     (404, "no such application or allocation"),
     (413, "the body is larger than the limit (IEZ_API_MAX_BODY, default 64 MiB)"),
     (422, "the request is invalid: `detail` says why in one line, `errors` per field"),
-    (503, "the interaction DB cannot serve this now (unreachable, stalled, read-only, full): `detail` says which"),
+    (503, "the interaction DB cannot serve this now (unreachable, stalled, read-only, full), or too many large "
+          "bodies are in flight: `detail` says which; retry after `Retry-After` seconds"),
 )}
 
 
