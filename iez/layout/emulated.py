@@ -106,8 +106,8 @@ def format_mirrors(layout: Layout, with_osts: bool = True) -> str:
     """Version-3 text of a mirrored layout (``with_osts=False``: its template, OST choices left out)."""
     out = [f"version={VERSION_MIRRORED}"]
     for k, mirror in enumerate(layout.mirrors):
-        out.append(f"mirror={k + 1}" + (":prefer" if k == layout.preferred else "") +
-                   (":stale" if k in layout.stale else ""))
+        flags = (":prefer" if k == layout.preferred else "") + (":stale" if k in layout.stale else "")
+        out.append(f"mirror={k + 1}" + (flags if with_osts else ""))
         out.extend(format_component(c if with_osts else c.template()) for c in mirror)
     return " ".join(out)
 
@@ -204,7 +204,7 @@ def _parse_v3(fields: list[str], bad) -> Layout:
             raise bad(f"mirror {k + 1} has no component")
         copies.append(_parse_v2(mirror, lambda reason, k=k: bad(f"mirror {k + 1}: {reason}")).as_components())
     try:
-        return Layout.from_mirrors(copies, preferred or 0, stale)
+        return Layout.from_mirrors(copies, preferred, stale)
     except ValueError as err:
         raise bad(str(err).removeprefix("layout: ")) from None
 

@@ -28,7 +28,7 @@ class Layout:
     #: describe (the primary, where writes go). ``preferred`` is the copy reads should take (Lustre's
     #: ``prefer``), ``stale`` the copies a write has left behind until a resync (Lustre's ``stale``).
     mirrors: tuple[tuple[Component, ...], ...] = ()
-    preferred: int = 0
+    preferred: int | None = None  # None: no copy marked (a template)
     stale: tuple[int, ...] = ()
 
     @property
@@ -36,13 +36,13 @@ class Layout:
         return len(self.osts)
 
     @classmethod
-    def from_mirrors(cls, mirrors: Sequence[Sequence[Component]], preferred: int = 0, stale: Sequence[int] = (),
-                     where: str = "layout") -> "Layout":
+    def from_mirrors(cls, mirrors: Sequence[Sequence[Component]], preferred: int | None = None,
+                     stale: Sequence[int] = (), where: str = "layout") -> "Layout":
         """A mirrored layout (2 to MAX_MIRRORS copies, each a composite layout of its own)."""
         copies = tuple(check_components(m, f"{where}: mirror {k + 1}") for k, m in enumerate(mirrors))
         if not 2 <= len(copies) <= MAX_MIRRORS:
             raise ValueError(f"{where}: a mirrored layout has 2 to {MAX_MIRRORS} mirrors, not {len(copies)}")
-        if not 0 <= preferred < len(copies):
+        if preferred is not None and not 0 <= preferred < len(copies):
             raise ValueError(f"{where}: preferred mirror {preferred + 1} is not one of the {len(copies)} mirrors")
         marked = tuple(sorted(set(stale)))
         if any(not 0 <= k < len(copies) for k in marked):
@@ -100,8 +100,9 @@ def mirrors_json(layout: "Layout") -> dict[str, Any]:
     layout; ``{}`` for one without mirrors."""
     if not layout.mirrors:
         return {}
-    out: dict[str, Any] = {"mirrors": [[component_json(c) for c in m] for m in layout.mirrors],
-                           "preferred_mirror": layout.preferred}
+    out: dict[str, Any] = {"mirrors": [[component_json(c) for c in m] for m in layout.mirrors]}
+    if layout.preferred is not None:
+        out["preferred_mirror"] = layout.preferred
     if layout.stale:
         out["stale_mirrors"] = list(layout.stale)
     return out
@@ -228,9 +229,9 @@ def mirrored_from_json(data: dict, where: str, copy) -> Layout:
         if not copies or first != copies[0]:
             raise ValueError(f"{where}: components beside mirrors must be the first mirror (mirrors lists every "
                              "copy, the first included)")
-    preferred = data.get("preferred_mirror", 0)
+    preferred = data.get("preferred_mirror")
     stale = data.get("stale_mirrors", [])
-    if isinstance(preferred, bool) or not isinstance(preferred, int):
+    if preferred is not None and (isinstance(preferred, bool) or not isinstance(preferred, int)):
         raise ValueError(f"{where}: preferred_mirror must be a mirror's position (0 for the first)")
     if not isinstance(stale, list) or any(isinstance(k, bool) or not isinstance(k, int) for k in stale):
         raise ValueError(f"{where}: stale_mirrors must be a list of mirror positions")

@@ -111,8 +111,12 @@ int iez_db_row(const char *abspath, long long stripe_size, int stripe_count, con
     struct iez_layout *l = &out->layout;
     if (layout) {
         /* a layout with a pool or components: the version-2 text is the whole truth */
-        if (iez_layout_parse(layout, strlen(layout), l) == 0)
+        if (iez_layout_parse(layout, strlen(layout), l) == 0) {
+            /* a mirrored (FLR) layout is applied for a write: it goes to the first mirror and the others are
+             * stale until a resync (lfs mirror resync, iez copy), as Lustre marks them */
+            iez_layout_mark_written(l);
             return IEZ_LOOKUP_FOUND;
+        }
         iez_debug("the DB row for %s is malformed (layout '%.200s')", abspath, layout);
         return IEZ_LOOKUP_ERROR;
     }

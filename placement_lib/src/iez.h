@@ -109,7 +109,12 @@ struct iez_comp {
     int first_ost;                /* where its OSTs start in iez_layout.osts */
     char pool[IEZ_POOL_MAX + 1];  /* "" when none */
     unsigned char dom, overstripe;
+    unsigned char mirror;         /* FLR: the mirror (1, 2, ...) it belongs to; 0 in a layout without mirrors */
+    unsigned char mirror_flags;   /* IEZ_MIRROR_PREFER, IEZ_MIRROR_STALE: its mirror's, on each of its components */
 };
+#define IEZ_MAX_MIRRORS 4         /* iez.model.MAX_MIRRORS */
+#define IEZ_MIRROR_PREFER 1       /* the copy reads take (Lustre's LCME_FL_PREF_RD) */
+#define IEZ_MIRROR_STALE 2        /* a copy a write left behind until a resync (LCME_FL_STALE) */
 
 /* A layout: plain (ncomps 0: the version-1 text, no pool) or composite
  * (ncomps >= 1: the version-2 text, each component with its own pool). A
@@ -120,18 +125,23 @@ struct iez_layout {
     int stripe_count;
     int ncomps;
     int nosts;                    /* composite: OSTs used in osts */
+    int nmirrors;                 /* 0, or 2..IEZ_MAX_MIRRORS: comps hold every mirror's in order (version 3);
+                                     stripe_size/stripe_count say the first mirror */
     struct iez_comp comps[IEZ_MAX_COMPS];
     uint32_t osts[IEZ_MAX_STRIPES];
 };
 /* Version 1 for a plain layout, version 2 otherwise (README "Formats"); length or -1. */
 int iez_layout_format(const struct iez_layout *l, char *out, size_t outlen);
-/* Version 2 whatever the layout (the trace's layout column); length or -1. */
+/* Version 2 whatever the layout (the trace's layout column; of a mirrored layout, its first mirror);
+ * length or -1. */
 int iez_layout_format_v2(const struct iez_layout *l, char *out, size_t outlen);
 /* The canonical template: version 2 with every component's OSTS "-"; length or -1. */
 int iez_layout_template(const struct iez_layout *l, char *out, size_t outlen);
 /* A buffer size that holds any of the three texts of l. */
 size_t iez_layout_text_cap(const struct iez_layout *l);
-/* Parses version-1 or version-2 text (len bytes, no NUL needed) exactly as
+/* Marks every mirror but the first stale: what a write leaves behind on an FLR file until a resync. */
+void iez_layout_mark_written(struct iez_layout *l);
+/* Parses version-1, 2 or 3 text (len bytes, no NUL needed) exactly as
  * iez.layout.emulated.parse_attr does; 0, or -1 for text it would refuse. */
 int iez_layout_parse(const char *text, size_t len, struct iez_layout *l);
 /* Parses the DB's "3 7 11" OST text into l; 0 on success. */

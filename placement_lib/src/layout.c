@@ -20,7 +20,8 @@ size_t iez_layout_text_cap(const struct iez_layout *l)
     /* per component: "comp=" + three 20-digit numbers + count + "mdt" + ":pool=" + 15 + ":overstripe" */
     int ncomps = l->ncomps > 0 ? l->ncomps : 1;
     int nosts = l->ncomps > 0 ? l->nosts : l->stripe_count;
-    return 64 + (size_t)ncomps * 128 + (size_t)(nosts > 0 ? nosts : 0) * 11;
+    /* a mirrored layout adds per component at most " mirror=N:prefer:stale" */
+    return 64 + (size_t)ncomps * 160 + (size_t)(nosts > 0 ? nosts : 0) * 11;
 }
 
 /* Appends to out at *n; -1 once it does not fit (nothing is ever truncated silently). */
@@ -93,9 +94,39 @@ static int format_v2(const struct iez_layout *l, char *out, size_t outlen, int w
             return -1;
     }
     for (int i = 0; i < l->ncomps; i++)
-        if (add_comp(out, outlen, &n, &l->comps[i], l->osts, with_osts))
+        if ((!l->nmirrors || l->comps[i].mirror == 1) && add_comp(out, outlen, &n, &l->comps[i], l->osts, with_osts))
             return -1;
     return (int)n;
+}
+
+/* Version 3 of a mirrored l: "mirror=ID[:prefer][:stale]" before each mirror's components (a template:
+ * no flags, no OSTs), as iez.layout.emulated.format_mirrors writes it. */
+static int format_v3(const struct iez_layout *l, char *out, size_t outlen, int with_osts)
+{
+    size_t n = 0;
+    if (outlen == 0 || add(out, outlen, &n, "version=3"))
+        return -1;
+    int mirror = 0;
+    for (int i = 0; i < l->ncomps; i++) {
+        const struct iez_comp *c = &l->comps[i];
+        if (c->mirror != mirror) {
+            mirror = c->mirror;
+            int flags = with_osts ? c->mirror_flags : 0;
+            if (add(out, outlen, &n, " mirror=%d%s%s", mirror, flags & IEZ_MIRROR_PREFER ? ":prefer" : "",
+                    flags & IEZ_MIRROR_STALE ? ":stale" : ""))
+                return -1;
+        }
+        if (add_comp(out, outlen, &n, c, l->osts, with_osts))
+            return -1;
+    }
+    return (int)n;
+}
+
+void iez_layout_mark_written(struct iez_layout *l)
+{
+    for (int i = 0; l->nmirrors && i < l->ncomps; i++)
+        if (l->comps[i].mirror > 1)
+            l->comps[i].mirror_flags |= IEZ_MIRROR_STALE;
 }
 
 static char *put_text(char *p, const char *text, size_t n)
@@ -121,6 +152,8 @@ static char *put_u64(char *p, uint64_t v)
  * five vsnprintf calls it took cost more than the map lookup itself. */
 int iez_layout_format(const struct iez_layout *l, char *out, size_t outlen)
 {
+    if (l->nmirrors)
+        return format_v3(l, out, outlen, 1);
     if (l->ncomps > 0)
         return format_v2(l, out, outlen, 1);
     if (outlen < 80 || l->stripe_count < 1 || (size_t)l->stripe_count > (outlen - 80) / 11)
@@ -147,6 +180,8 @@ int iez_layout_format_v2(const struct iez_layout *l, char *out, size_t outlen)
 
 int iez_layout_template(const struct iez_layout *l, char *out, size_t outlen)
 {
+    if (l->nmirrors)
+        return format_v3(l, out, outlen, 0);
     return format_v2(l, out, outlen, 0);
 }
 
@@ -333,7 +368,9 @@ static int parse_comp(struct span value, const char *default_pool, struct iez_la
     return 0;
 }
 
-static int parse_v2(struct span rest, struct iez_layout *l)
+/* One composite layout's fields (version 2 after "version=2", or one mirror's in version 3) appended to
+ * l->comps from `first`, checked as check_components does. */
+static int parse_comps(struct span rest, struct iez_layout *l, int first)
 {
     char pool[IEZ_POOL_MAX + 1] = "";
     while (rest.n) {
@@ -346,28 +383,116 @@ static int parse_v2(struct span rest, struct iez_layout *l)
         next_part(&value, '=', &key, &more);
         if (!more)
             return -1;
-        if (span_is(key, "pool") && l->ncomps == 0) {
+        if (span_is(key, "pool") && l->ncomps == first) {
             if (parse_pool(value, pool))
                 return -1;
         } else if (!span_is(key, "comp") || parse_comp(value, pool, l)) {
             return -1;
         }
     }
-    if (l->ncomps == 0)
+    if (l->ncomps == first)
         return -1;
     /* check_components: from 0, each where the one before ends, nothing after the end of the file */
-    if (l->comps[0].start != 0)
+    if (l->comps[first].start != 0)
         return -1;
-    for (int i = 1; i < l->ncomps; i++)
+    for (int i = first + 1; i < l->ncomps; i++)
         if (l->comps[i - 1].end == IEZ_EOF || l->comps[i].start != l->comps[i - 1].end)
             return -1;
-    /* the summary Layout.from_components gives: the first placed component's stripe size, all OSTs */
-    l->stripe_count = l->nosts;
+    return 0;
+}
+
+/* The summary Layout.from_components gives of the first mirror (or the only layout): the first placed
+ * component's stripe size, its OSTs. */
+static void summarise(struct iez_layout *l)
+{
+    l->stripe_count = 0;
     for (int i = 0; i < l->ncomps; i++)
-        if (l->comps[i].nosts) {
+        if (!l->nmirrors || l->comps[i].mirror == 1)
+            l->stripe_count += l->comps[i].nosts;
+    for (int i = 0; i < l->ncomps; i++)
+        if ((!l->nmirrors || l->comps[i].mirror == 1) && l->comps[i].nosts) {
             l->stripe_size = l->comps[i].stripe_size;
             break;
         }
+}
+
+static int parse_v2(struct span rest, struct iez_layout *l)
+{
+    if (parse_comps(rest, l, 0))
+        return -1;
+    summarise(l);
+    return 0;
+}
+
+/* "mirror=ID[:prefer][:stale]" (ID the next mirror's) into *flags; 0, or -1 as _parse_v3 refuses it. */
+static int parse_mirror_field(struct span value, int id, int *flags, int *preferred)
+{
+    struct span part;
+    int more;
+    int64_t v;
+    next_part(&value, ':', &part, &more);
+    if (parse_int(part, &v) || v != id)
+        return -1;
+    *flags = 0;
+    while (more) {
+        next_part(&value, ':', &part, &more);
+        if (span_is(part, "prefer") && !*preferred) {
+            *preferred = 1;
+            *flags |= IEZ_MIRROR_PREFER;
+        } else if (span_is(part, "stale") && !(*flags & IEZ_MIRROR_STALE)) {
+            *flags |= IEZ_MIRROR_STALE;
+        } else {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The components of the mirror whose fields are chunk, numbered id with flags. */
+static int parse_mirror(struct span chunk, struct iez_layout *l, int id, int flags)
+{
+    int first = l->ncomps;
+    if (chunk.n == 0 || parse_comps(chunk, l, first))
+        return -1;
+    for (int i = first; i < l->ncomps; i++) {
+        l->comps[i].mirror = (unsigned char)id;
+        l->comps[i].mirror_flags = (unsigned char)flags;
+    }
+    return 0;
+}
+
+/* Version 3 (iez.layout.emulated._parse_v3): mirrors 1, 2, ... each with its version-2 fields. */
+static int parse_v3(struct span rest, struct iez_layout *l)
+{
+    int id = 0, flags = 0, preferred = 0, stale = 0;
+    struct span chunk = { rest.p, 0 };
+    while (rest.n) {
+        struct span field, key, value;
+        int more;
+        const char *at = rest.p;
+        next_part(&rest, ' ', &field, &more);
+        if (more && rest.n == 0)
+            return -1; /* a trailing space */
+        value = field;
+        next_part(&value, '=', &key, &more);
+        if (more && span_is(key, "mirror")) {
+            if (id && (parse_mirror(chunk, l, id, flags) || at == chunk.p))
+                return -1;
+            if (id >= IEZ_MAX_MIRRORS || parse_mirror_field(value, id + 1, &flags, &preferred))
+                return -1;
+            id++;
+            stale += !!(flags & IEZ_MIRROR_STALE);
+            chunk = (struct span){ rest.p, 0 };
+        } else if (!id) {
+            return -1; /* a field before the first mirror */
+        } else {
+            chunk.n = (size_t)(field.p + field.n - chunk.p);
+        }
+    }
+    if (!id || parse_mirror(chunk, l, id, flags) || id < 2 || stale == id)
+        return -1;
+    l->nmirrors = id;
+    summarise(l);
     return 0;
 }
 
@@ -414,6 +539,7 @@ int iez_layout_parse(const char *text, size_t len, struct iez_layout *l)
     l->stripe_count = 0;
     l->ncomps = 0;
     l->nosts = 0;
+    l->nmirrors = 0;
     for (size_t i = 0; i < len; i++)
         if ((unsigned char)text[i] < 0x20 || (unsigned char)text[i] > 0x7e)
             return -1; /* not ASCII text, or a byte no valid field holds */
@@ -422,6 +548,12 @@ int iez_layout_parse(const char *text, size_t len, struct iez_layout *l)
     next_part(&all, ' ', &first, &more);
     if (span_is(first, "version=2"))
         return more && all.n ? parse_v2(all, l) : -1;
+    if (span_is(first, "version=3")) {
+        int rc = more && all.n ? parse_v3(all, l) : -1;
+        if (rc)
+            l->nmirrors = 0;
+        return rc;
+    }
     int rc = parse_v1((struct span){ text, len }, l);
     if (rc)
         l->ncomps = 0;
@@ -434,6 +566,7 @@ int iez_layout_parse_osts(const char *text, struct iez_layout *l)
     const char *p = text;
     l->ncomps = 0;
     l->nosts = 0;
+    l->nmirrors = 0;
     while (*p) {
         while (*p == ' ' || *p == ',')
             p++;

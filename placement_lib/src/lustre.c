@@ -202,12 +202,18 @@ long iez_lustre_build_lum(const struct iez_layout *l, void *buf, size_t buflen)
     head.lcm_magic = IEZ_LOV_USER_MAGIC_COMP_V1;
     head.lcm_size = (uint32_t)need;
     head.lcm_entry_count = (uint16_t)l->ncomps;
+    head.lcm_mirror_count = (uint16_t)(l->nmirrors ? l->nmirrors - 1 : 0); /* FLR: mirrors less one */
+    if (l->nmirrors)
+        head.lcm_flags = IEZ_LCM_FL_RDONLY; /* as lfs mirror create: every mirror in sync, none written yet */
     memcpy(out, &head, sizeof head);
     size_t offset = sizeof head + (size_t)l->ncomps * sizeof(struct iez_lov_comp_md_entry_v1);
     for (int i = 0; i < l->ncomps; i++) {
         const struct iez_comp *c = &l->comps[i];
         struct iez_lov_comp_md_entry_v1 e;
-        memset(&e, 0, sizeof e); /* id 0: Lustre numbers the components; no flags */
+        memset(&e, 0, sizeof e); /* component id 0: Lustre numbers them; the mirror id in bits 30..16 (FLR) */
+        e.lcme_id = (uint32_t)c->mirror << IEZ_MIRROR_ID_SHIFT;
+        if (c->mirror_flags & IEZ_MIRROR_PREFER)
+            e.lcme_flags = IEZ_LCME_FL_PREF_RD; /* stale is Lustre's to set, when a write leaves a mirror behind */
         e.lcme_extent.e_start = c->start;
         e.lcme_extent.e_end = c->end == IEZ_EOF ? IEZ_LUSTRE_EOF : c->end;
         e.lcme_offset = (uint32_t)offset;
@@ -317,13 +323,16 @@ static int parse_comp_md(const unsigned char *p, size_t len, struct iez_layout *
     if (size > len || entries == 0 || first > size)
         return -1;
     uint32_t mirror = 0;
+    int nmirrors = 0;
     for (size_t i = 0; i < entries; i++) {
         struct iez_lov_comp_md_entry_v1 e;
         memcpy(&e, p + sizeof head + i * sizeof e, sizeof e);
-        if (i == 0)
+        if (head.lcm_mirror_count && (i == 0 || (e.lcme_id & IEZ_MIRROR_ID_MASK) != mirror)) {
+            /* FLR: entries come mirror by mirror; each becomes mirror 1, 2, ... of the text (version 3) */
             mirror = e.lcme_id & IEZ_MIRROR_ID_MASK;
-        if (head.lcm_mirror_count && (e.lcme_id & IEZ_MIRROR_ID_MASK) != mirror)
-            continue; /* a mirrored file: the text says the first mirror */
+            if (++nmirrors > IEZ_MAX_MIRRORS)
+                return -1;
+        }
         if (e.lcme_flags & IEZ_LCME_FL_EXTENSION)
             return -1; /* self-extending layouts have no text */
         if (l->ncomps >= IEZ_MAX_COMPS || e.lcme_offset < first || e.lcme_offset > size ||
@@ -336,13 +345,49 @@ static int parse_comp_md(const unsigned char *p, size_t len, struct iez_layout *
         if (c->end <= c->start ||
             parse_sub(p + e.lcme_offset, e.lcme_size, c, l, with_osts && (e.lcme_flags & IEZ_LCME_FL_INIT)))
             return -1;
+        c->mirror = (unsigned char)nmirrors;
+        c->mirror_flags = (unsigned char)((e.lcme_flags & IEZ_LCME_FL_PREF_RD ? IEZ_MIRROR_PREFER : 0) |
+                                          (e.lcme_flags & IEZ_LCME_FL_STALE ? IEZ_MIRROR_STALE : 0));
         l->ncomps++;
     }
-    if (l->comps[0].start != 0)
-        return -1;
-    for (int i = 1; i < l->ncomps; i++)
-        if (l->comps[i - 1].end == IEZ_EOF || l->comps[i].start != l->comps[i - 1].end)
+    /* each mirror (or the one layout): from 0, each component where the one before ends */
+    for (int i = 0; i < l->ncomps; i++) {
+        int starts = i == 0 || l->comps[i].mirror != l->comps[i - 1].mirror;
+        if (starts ? l->comps[i].start != 0
+                  : l->comps[i - 1].end == IEZ_EOF || l->comps[i].start != l->comps[i - 1].end)
             return -1;
+    }
+    if (nmirrors == 1) { /* one mirror left (after lfs mirror split): a plain composite layout */
+        for (int i = 0; i < l->ncomps; i++)
+            l->comps[i].mirror = l->comps[i].mirror_flags = 0;
+    } else if (nmirrors > 1) {
+        int prefer = 0, stale = 1;
+        for (int i = 0; i < l->ncomps; i++) {
+            if (l->comps[i].mirror_flags & IEZ_MIRROR_PREFER) {
+                if (prefer && prefer != l->comps[i].mirror)
+                    l->comps[i].mirror_flags &= (unsigned char)~IEZ_MIRROR_PREFER; /* the text marks one */
+                else
+                    prefer = l->comps[i].mirror;
+            }
+        }
+        /* a mirror is stale when any of its components is (Lustre marks them one by one) */
+        for (int m = 1; m <= nmirrors; m++) {
+            int any = 0;
+            for (int i = 0; i < l->ncomps; i++)
+                any |= l->comps[i].mirror == m && (l->comps[i].mirror_flags & IEZ_MIRROR_STALE);
+            for (int i = 0; i < l->ncomps; i++)
+                if (l->comps[i].mirror == m) {
+                    l->comps[i].mirror_flags = (unsigned char)((l->comps[i].mirror_flags & ~IEZ_MIRROR_STALE) |
+                                                               (any ? IEZ_MIRROR_STALE : 0));
+                    if (prefer && m != prefer)
+                        l->comps[i].mirror_flags &= (unsigned char)~IEZ_MIRROR_PREFER;
+                }
+            stale &= any;
+        }
+        if (stale)
+            return -1; /* every mirror stale: no copy holds the file */
+        l->nmirrors = nmirrors;
+    }
     return 0;
 }
 
@@ -350,7 +395,7 @@ int iez_lustre_parse_lum(const void *buf, size_t len, struct iez_layout *l, int 
 {
     const unsigned char *p = buf;
     uint32_t magic;
-    l->ncomps = l->nosts = l->stripe_count = 0;
+    l->ncomps = l->nosts = l->stripe_count = l->nmirrors = 0;
     l->stripe_size = 0;
     if (len < sizeof magic)
         return -1;
@@ -370,14 +415,15 @@ int iez_lustre_parse_lum(const void *buf, size_t len, struct iez_layout *l, int 
     }
     if (rc)
         return -1;
-    /* the file's stripe count and size: its last component with objects (the one its end is in) */
+    /* the file's stripe count and size: its last component with objects (the one its end is in), of its
+     * first mirror */
     for (int i = 0; i < l->ncomps; i++)
-        if (l->comps[i].nosts) {
+        if (l->comps[i].nosts && (!l->nmirrors || l->comps[i].mirror == 1)) {
             l->stripe_count = l->comps[i].nosts;
             l->stripe_size = l->comps[i].stripe_size;
         }
     const struct iez_comp *c = &l->comps[0];
-    if (l->ncomps == 1 && !c->dom && !c->pool[0] && !c->overstripe && c->nosts && c->stripe_size) {
+    if (l->ncomps == 1 && !l->nmirrors && !c->dom && !c->pool[0] && !c->overstripe && c->nosts && c->stripe_size) {
         /* a plain RAID-0 layout without pool: the version-1 text, as iez.layout.emulated.format_attr */
         l->ncomps = 0;
         l->stripe_count = c->nosts;

@@ -27,11 +27,22 @@
 #define IEZ_LOV_MIN_STRIPE_SIZE 65536
 #define IEZ_LUSTRE_EOF 0xffffffffffffffffULL
 /* lcme_flags */
+#define IEZ_LCME_FL_STALE 0x00000001     /* FLR: this mirror's data is behind (a write went to another) */
+#define IEZ_LCME_FL_PREF_RD 0x00000002   /* FLR: the mirror reads prefer */
+#define IEZ_LCME_FL_PREF_WR 0x00000004   /* FLR: the mirror writes prefer */
+#define IEZ_LCME_FL_NOSYNC 0x00000020    /* FLR: not resynced */
 #define IEZ_LCME_FL_INIT 0x00000010      /* instantiated: its objects exist */
 #define IEZ_LCME_FL_EXTENSION 0x00000040 /* self-extending layouts' extension component */
 /* lcme_id: bits 30..16 are the mirror id (FLR) */
 #define IEZ_MIRROR_ID_MASK 0x7FFF0000
 #define IEZ_MIRROR_ID_SHIFT 16
+#define IEZ_SEQ_ID_MASK 0x0000FFFF        /* lcme_id: the component's own id */
+/* lcm_flags: the file's FLR state */
+#define IEZ_LCM_FL_RDONLY 0x1             /* every mirror in sync */
+#define IEZ_LCM_FL_WRITE_PENDING 0x2      /* written: mirrors but the written one are stale */
+#define IEZ_LCM_FL_SYNC_PENDING 0x3       /* a resync is under way */
+#define IEZ_LCM_FL_FLR_MASK 0x3
+#define IEZ_LUSTRE_MIRROR_COUNT_MAX 16    /* FLR's limit on mirrors (iez places at most IEZ_MAX_MIRRORS) */
 /* O_LOV_DELAY_CREATE: the 1.8 bit plus O_NOCTTY|FASYNC (meaningless on regular files). */
 #define IEZ_O_LOV_DELAY_CREATE_1_8 0100000000
 #define IEZ_O_LOV_DELAY_CREATE (IEZ_O_LOV_DELAY_CREATE_1_8 | 0400 /* O_NOCTTY */ | 020000 /* FASYNC */)

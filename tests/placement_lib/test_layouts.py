@@ -298,11 +298,11 @@ GETSTRIPE_CASES = {
         (1, LCME_FL_INIT, 0, MIB, sub_lum(LOV_USER_MAGIC_V3, RAID0, MIB, 1, (3,))),
         (2, 0, MIB, LUSTRE_EOF, sub_lum(LOV_USER_MAGIC_V3, RAID0, 0, 0))]), False,
         "version=2 comp=0:1048576:1048576:1:3 comp=1048576:eof:-:1:-"),
-    # a mirrored (FLR) file: ids carry the mirror id in bits 30..16; the text says the first mirror
+    # a mirrored (FLR) file: ids carry the mirror id in bits 30..16; the text (version 3) says every mirror
     "first-mirror": (comp_md([
         ((1 << 16) | 1, LCME_FL_INIT, 0, LUSTRE_EOF, sub_lum(LOV_USER_MAGIC_V3, RAID0, MIB, 1, (4,), "flash")),
         ((2 << 16) | 2, LCME_FL_INIT, 0, LUSTRE_EOF, sub_lum(LOV_USER_MAGIC_V3, RAID0, MIB, 1, (9,), "disk")),
-    ], mirrors=1), False, "version=2 comp=0:eof:1048576:1:4:pool=flash"),
+    ], mirrors=1), False, "version=3 mirror=1 comp=0:eof:1048576:1:4:pool=flash mirror=2 comp=0:eof:1048576:1:9:pool=disk"),
     # directory defaults: no objects; stripe size 0 and count 0 are the file system's defaults
     "dir-plain": (sub_lum(LOV_USER_MAGIC_V1, RAID0, 0, 4, offset=0xFFFF), True, "version=2 comp=0:eof:-:4:-"),
     # stripe count 0: the file system's default count, 1 unless changed (as iez.layout.lustre reads it)
