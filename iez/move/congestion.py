@@ -1,10 +1,12 @@
 """Congestion detection per OST, after seed 000 (section IV.B): a threshold on the mean chunk time.
 
 Each OST keeps the times of its last ``window`` chunks (W). Once the window is full, a mean above
-``threshold`` seconds (T) marks the OST congested, and the next ``skip`` picks of that OST's queue
-(M) pass it by; every chunk it serves afterwards is judged again, so an OST stays avoided while it
-is slow and is taken up again once a window of chunks is fast. The paper used W = 40, T = 0.05 s
-(the time of a 1 MB I/O on an idle OST) and M = 16.
+``threshold`` seconds (T) (and a last chunk above T too) marks the OST congested, and the next
+``skip`` picks of that OST's queue (M) pass it by. The chunk served after the skips is a probe: slower
+than T and the OST is passed by for M more picks, within T and it is taken up again at once. (The
+paper judges the window mean only; but a skipped OST serves few chunks, so its window would keep the
+slow times long after the congestion moved on.) The paper used W = 40, T = 0.05 s (the time of a
+1 MB I/O on an idle OST) and M = 16.
 """
 
 from __future__ import annotations
@@ -60,20 +62,24 @@ class Detector:
                 old, old_bytes = times.popleft()
                 self._sums[ost] -= old
                 self._bytes[ost] -= old_bytes
+            if ost in self._congested:
+                # a probe after the skips: served within T, the OST is taken up again; else skipped M more
+                if seconds <= s.threshold_s:
+                    self._congested.discard(ost)
+                    self._skip_left.pop(ost, None)
+                    self.events.append({"ost": ost, "side": self.side, "congested": False,
+                                        "at_s": round(time.monotonic() - self.started, 3),
+                                        "mean_chunk_s": round(seconds, 4)})
+                else:
+                    self._skip_left[ost] = s.skip
+                return
             if len(times) < s.window:
                 return
             mean = self._sums[ost] / len(times)
-            if mean > s.threshold_s:
+            if mean > s.threshold_s and seconds > s.threshold_s:
                 self._skip_left[ost] = s.skip
-                if ost not in self._congested:
-                    self._congested.add(ost)
-                    self.events.append({"ost": ost, "side": self.side, "congested": True,
-                                        "at_s": round(time.monotonic() - self.started, 3),
-                                        "mean_chunk_s": round(mean, 4)})
-            elif ost in self._congested:
-                self._congested.discard(ost)
-                self._skip_left.pop(ost, None)
-                self.events.append({"ost": ost, "side": self.side, "congested": False,
+                self._congested.add(ost)
+                self.events.append({"ost": ost, "side": self.side, "congested": True,
                                     "at_s": round(time.monotonic() - self.started, 3),
                                     "mean_chunk_s": round(mean, 4)})
 

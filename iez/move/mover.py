@@ -28,8 +28,9 @@ from iez.move.congestion import Detector, Settings
 from iez.move.placement import Placer
 
 MiB = 1024 * 1024
-#: Files placed and queued at once; the queues are refilled below ``LOW_WATER`` chunks per worker.
-BATCH = 32
+#: Files are placed just in time: a batch of one file per worker (at least ``BATCH``) is placed and queued
+#: when fewer than ``LOW_WATER`` chunks per worker are queued outside congested OSTs.
+BATCH = 4
 LOW_WATER = 8
 #: A terminal shows progress for movements running longer than this.
 PROGRESS_AFTER_S = 2.0
@@ -76,6 +77,8 @@ class MoveReport:
     #: Chunks per OST moved while every OST queue still held chunks (layout-aware: all files queued), the
     #: window in which a congested OST should have served fewer than the others.
     mixed_chunks: dict[str, int] = field(default_factory=dict)
+    #: Destinations placed again before their first byte because an OST of theirs was found congested.
+    replaced: int = 0
     #: Files whose chunks more than one worker copied (0 for --naive: a file is one worker's).
     files_by_several_workers: int = 0
     settings: dict = field(default_factory=dict)
@@ -90,7 +93,7 @@ class MoveReport:
                 "chunks": self.chunks, "src_chunks": self.src_chunks, "dst_chunks": self.dst_chunks,
                 "mean_chunk_s": self.mean_chunk_s, "congested": self.congested, "workers": self.workers,
                 "placement": self.placement, "dst_files_per_ost": self.dst_files_per_ost,
-                "mixed_chunks": self.mixed_chunks, "files_by_several_workers": self.files_by_several_workers,
+                "mixed_chunks": self.mixed_chunks, "replaced": self.replaced, "files_by_several_workers": self.files_by_several_workers,
                 **self.settings}
 
 
@@ -202,6 +205,7 @@ class Movement:
             if job.error is not None:
                 continue
             layout = job.dst_layout if job.dst_layout is not None else chosen.get(job.index)
+            job.extra["placed"] = job.index in chosen and layout is not None
             try:
                 apply = self.placer(job.dst).apply if layout is not None else None
                 if layout is not None and self.placer(job.dst).where == "none":
@@ -215,6 +219,15 @@ class Movement:
                     for ost in set(layout.osts):
                         k = _key(ost)
                         self.report.dst_files_per_ost[k] = self.report.dst_files_per_ost.get(k, 0) + 1
+
+    def unplace(self, job: fileops.FileJob) -> None:
+        """Forget a destination placed by this movement and not yet written (it is placed again)."""
+        fileops.discard(job)
+        with self.lock:
+            for ost in set(job.dst_layout.osts if job.dst_layout else ()):
+                self.report.dst_files_per_ost[_key(ost)] -= 1
+            self.report.replaced += 1
+        job.dst_layout, job.tmp = None, ""
 
     def chunks_of(self, job: fileops.FileJob) -> list[Chunk]:
         chunks = cut(job.index, job.size, job.src_layout, DEFAULT_CHUNK)
@@ -320,25 +333,62 @@ class Queues:
         self.unplaced = deque(j for j in movement.jobs if j.error is None)
         self.queued = 0
         self.low_water = LOW_WATER * movement.options.workers
+        self.replaced_for: set[int] = set()
+
+    def _ready(self) -> int:
+        """Chunks queued on OSTs that are not congested: what keeps the workers busy."""
+        avoid = self.m.read_detector.congested() | self.m.write_detector.congested()
+        if not avoid:
+            return self.queued
+        return self.queued - sum(len(q) for key, q in self.queues.items() if key in avoid)
 
     def _feed(self) -> None:
-        """Place and queue the next batch when few chunks are queued (under the lock)."""
-        while self.queued < self.low_water and self.unplaced:
-            batch = [self.unplaced.popleft() for _ in range(min(BATCH, len(self.unplaced)))]
+        """Place and queue the next batch when few chunks are queued outside congested OSTs (under the lock):
+        chunks deferred on a congested OST never starve the others. An OST newly found congested first
+        sends the files placed on it and not started yet elsewhere."""
+        congested = self.m.read_detector.congested() | self.m.write_detector.congested()
+        new = congested - self.replaced_for
+        self.replaced_for = (self.replaced_for & congested) | new
+        if new:
+            self._place_again(new)
+        size = max(BATCH, self.m.options.workers)
+        while self.unplaced and self._ready() < self.low_water:
+            batch = [self.unplaced.popleft() for _ in range(min(size, len(self.unplaced)))]
             self.m.prepare(batch)
-            for job in batch:
-                if job.error is not None:
-                    continue
-                chunks = self.m.chunks_of(job)
-                if not chunks:
-                    self.m.finish(job)
-                for chunk in chunks:
-                    key = chunk.ost if chunk.ost is not None else ost_at(job.dst_layout, chunk.offset)
-                    if key not in self.queues:
-                        self.queues[key] = deque()
-                        self.ring.append(key)
-                    self.queues[key].append(chunk)
-                    self.queued += 1
+            self._enqueue(batch)
+
+    def _enqueue(self, batch: list[fileops.FileJob]) -> None:
+        for job in batch:
+            if job.error is not None:
+                continue
+            chunks = self.m.chunks_of(job)
+            if not chunks:
+                self.m.finish(job)
+            for chunk in chunks:
+                key = chunk.ost if chunk.ost is not None else ost_at(job.dst_layout, chunk.offset)
+                if key not in self.queues:
+                    self.queues[key] = deque()
+                    self.ring.append(key)
+                self.queues[key].append(chunk)
+                self.queued += 1
+
+    def _place_again(self, osts: set[int]) -> None:
+        """Queued files not started whose destination iez placed on one of ``osts``: placed anew."""
+        files = {c.file for q in self.queues.values() for c in q}
+        again = [self.m.jobs[i] for i in sorted(files)
+                 if (job := self.m.jobs[i]).extra.get("placed") and not job.extra.get("started")
+                 and job.error is None and job.dst_layout is not None and set(job.dst_layout.osts) & osts]
+        if not again:
+            return
+        ids = {j.index for j in again}
+        for key, queue in self.queues.items():
+            kept = deque(c for c in queue if c.file not in ids)
+            self.queued -= len(queue) - len(kept)
+            self.queues[key] = kept
+        for job in again:
+            self.m.unplace(job)
+        self.m.prepare(again)
+        self._enqueue(again)
 
     def take(self, position: list[int]) -> tuple[int | None, Chunk] | None:
         detector = self.m.read_detector
@@ -380,6 +430,7 @@ class Queues:
         queue = self.queues[key]
         chunk = queue.popleft()
         self.queued -= 1
+        self.m.jobs[chunk.file].extra["started"] = True
         if not queue and not self.unplaced and not self.m.report.mixed_chunks:
             with self.m.lock:  # the first OST queue ran dry with every file queued: the mixed window ends
                 self.m.report.mixed_chunks = dict(self.m.report.chunks) or {"none": 0}

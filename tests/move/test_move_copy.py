@@ -131,3 +131,47 @@ def test_a_killed_copy_leaves_only_whole_files_under_final_names(tmp_path):
     assert len(finals) < 12, "the copy ended before the kill: the test proves nothing"
     for p in finals:
         assert sha(p) == sha(src / p.name), p
+
+
+COMPETITOR = r"""
+import os, sys
+path = sys.argv[1]
+buf = b"\1" * (1 << 20)
+fd = os.open(path, os.O_WRONLY)
+while True:
+    os.pwrite(fd, buf, 0)  # keeps the OST busy: every call's MiB counts, the disk keeps one
+"""
+
+
+def test_sink_side_places_away_from_an_ost_a_competing_writer_overloads(tmp_path):
+    """No load in cluster.json: only the mover's own write times show OST 5 is slow."""
+    from move_helpers import with_layout as laid
+
+    root, data = emulated_cluster(tmp_path, ost_mib_s=40)
+    hog = laid(data / "hog", [5], 0, random=False)
+    lib = REPO / "placement_lib" / "build" / "libiez.so"
+    subprocess.run(["make", "-s", "-C", str(REPO / "placement_lib")], check=True, stdout=subprocess.DEVNULL)
+    env = {**os.environ, "IEZ_EMULATE": str(root), "LD_PRELOAD": str(lib), "IEZ_MODE": "off"}
+    competitor = subprocess.Popen([sys.executable, "-c", COMPETITOR, str(hog)], env=env)
+    try:
+        src = tmp_path / "plain"  # not in the cluster: reading costs nothing, the writes are what is slowed
+        src.mkdir()
+        for k in range(32):
+            with open(src / f"s{k:02d}", "wb") as out:
+                out.truncate(4 * MiB)
+        runs = {}
+        for mode in ("layout-aware", "naive"):
+            out = data / mode
+            out.mkdir()
+            done = iez_copy([str(src), str(out), "--json", "--workers", "8", "--stripe-count", "1", "--window", "4"]
+                            + (["--naive"] if mode == "naive" else []), root)
+            assert done.returncode == 0, done.stderr
+            runs[mode] = json.loads(done.stdout)
+    finally:
+        competitor.kill()
+        competitor.wait()
+    aware, naive = runs["layout-aware"], runs["naive"]
+    assert naive["dst_files_per_ost"].get("5", 0) == 4  # round-robin: 32 files over 8 OSTs, slow or not
+    assert aware["dst_files_per_ost"].get("5", 0) < 4, aware["dst_files_per_ost"]
+    assert any(e["ost"] == 5 and e["side"] == "write" and e["congested"] for e in aware["congested"])
+    assert sum(aware["dst_files_per_ost"].values()) == 32 and aware["files"] == 32
