@@ -4,8 +4,9 @@ A pinned layout is plain (``--stripe-size``, ``--osts``), in an OST pool
 (``--pool``), or composite (``--layout``, PFL components each with its OSTs);
 it is checked against Lustre's rules (:mod:`iez.layout.rules`) and, where the
 DB knows the OSTs' pools, against pool membership, so the placement library
-never applies a layout Lustre would refuse. Mirrors are refused: they come
-with a later issue.
+never applies a layout Lustre would refuse. A mirrored layout (``--layout``
+with ``mirrors``: 2 to 4 copies, each a composite layout, no OST in two) is
+stored as the library's version-3 text.
 
 ``iez alloc add`` on a database that holds no tables yet (a new SQLite file, a
 new MariaDB database) creates the schema first, so an administrator or a test
@@ -30,7 +31,7 @@ from iez.db.allocations import check_layout, check_path, lookup, pin, pin_layout
 from iez.db.engine import read
 from iez.db.models import OstRow
 from iez.layout.model import Layout
-from iez.layout.rules import as_stored, layout_components, loads, ost_pool
+from iez.layout.rules import loads, ost_pool, tools_layout
 from iez.model import Component, check_pool_name
 
 
@@ -48,14 +49,15 @@ def register(subparsers) -> None:
     add.add_argument("--layout", metavar="JSON",
                      help='a composite layout instead of --stripe-size/--osts: {"components": [{"start", "end", '
                      '"stripe_size", "osts"}, ...], "pool": P} (end -1: the end of the file; a component the '
-                     'file will not reach may give stripe_count instead of osts; pattern "mdt": Data-on-MDT)')
+                     'file will not reach may give stripe_count instead of osts; pattern "mdt": Data-on-MDT), or '
+                     '{"mirrors": [[components], ...]} for a mirrored (FLR) file, the first mirror first')
     add.add_argument("--json", action="store_true", help="print the stored layout as JSON")
     add.set_defaults(handler=_add)
     show = actions.add_parser("show", help="print the live layout stored for a file")
     add_db_option(show)
     show.add_argument("--file", required=True, help="absolute path of the file")
     show.add_argument("--json", action="store_true",
-                      help="print {file, stripe_size, stripe_count, osts} and pool, components when set")
+                      help="print {file, stripe_size, stripe_count, osts} and pool, components, mirrors when set")
     show.set_defaults(handler=_show)
 
 
@@ -95,8 +97,7 @@ def requested_layout(args: argparse.Namespace) -> Layout | None:
             if data.get("pool", args.pool) != args.pool:
                 raise ValueError(f"--pool {args.pool} but --layout says pool {data['pool']!r}")
             data = {**data, "pool": args.pool}
-        comps = layout_components(data, "--layout", template=False)
-        return as_stored(comps)
+        return tools_layout(data, "--layout", template=False)
     if args.stripe_size is None or args.osts is None:
         raise ValueError("give --stripe-size and --osts, or --layout")
     check_layout(args.file, args.stripe_size, args.osts)
@@ -132,7 +133,7 @@ def _add(args: argparse.Namespace) -> int:
     if layout is None:
         pin(engine, args.file, args.stripe_size, args.osts)
     else:
-        components = layout.as_components()
+        components = [c for copy in layout.copies() for c in copy]
         check_pools(engine, components)
         pin_layout(engine, args.file, layout, ost_pool(components))
     _print(read(engine, lambda conn: lookup(conn, args.file)), args.json)

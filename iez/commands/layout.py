@@ -19,7 +19,8 @@ import warnings
 from iez.layout import emulated, lustre
 from iez.layout.model import Layout, lexical_abspath
 from iez.layout.read import LayoutReader
-from iez.layout.rules import check_lustre_components, check_stripe_size, dom_sized, layout_components, loads
+from iez.layout.rules import (check_lustre_components, check_stripe_size, dom_sized, layout_components, loads,
+                              tools_layout)
 from iez.layout.usage import Usage, usage
 from iez.model import ALL_OSTS, EOF_END, Component, check_pool_name
 from iez.units import parse_size
@@ -118,6 +119,11 @@ def describe_text(layout: dict) -> list[str]:
         osts = " ".join(str(o) for o in c["osts"]) if c["osts"] else "- (not chosen)"
         extra = (f" pool {c['pool']}" if c.get("pool") else "") + (" overstriping" if c.get("overstriping") else "")
         lines.append(f"  {_extent(c)} stripe_size {size} stripe_count {c['stripe_count']} osts {osts}{extra}")
+    for k, mirror in enumerate(layout.get("mirrors") or ()):
+        flags = (" preferred" if layout.get("preferred_mirror") == k else "") + \
+            (" stale" if k in (layout.get("stale_mirrors") or ()) else "")
+        osts = " | ".join(" ".join(str(o) for o in c["osts"]) or "-" for c in mirror)
+        lines.append(f"  mirror {k + 1}{flags}: osts {osts}")
     return lines
 
 
@@ -128,7 +134,10 @@ def template_from_args(args: argparse.Namespace) -> tuple[Component, ...]:
         if args.stripe_size is not None or args.pool is not None:
             raise ValueError("--stripe-size and --pool go with --stripe-count; inside --layout give "
                              "stripe_size and pool")
-        return layout_components(loads(args.layout, "--layout"), "--layout", template=True)
+        data = loads(args.layout, "--layout")
+        if isinstance(data, dict) and "mirrors" in data:  # a mirrored default: each file gets that many copies
+            return tools_layout(data, "--layout", template=True)  # type: ignore[return-value]
+        return layout_components(data, "--layout", template=True)
     if args.stripe_count == 0 or args.stripe_count < ALL_OSTS:
         raise ValueError(f"--stripe-count {args.stripe_count}: give 1 or more stripes, or -1 for every OST")
     size = None
@@ -148,9 +157,16 @@ def _set_default(args: argparse.Namespace) -> int:
         raise ValueError(f"{directory} is not a directory (a default layout belongs to a directory)")
     if args.clear and (args.stripe_size is not None or args.pool is not None):
         raise ValueError("--clear takes no --stripe-size or --pool")
-    comps = None if args.clear else dom_sized(template_from_args(args))
+    given = None if args.clear else template_from_args(args)
+    if isinstance(given, Layout):  # mirrored
+        comps = Layout.from_mirrors([dom_sized(m) for m in given.mirrors], where="--layout")
+    else:
+        comps = None if given is None else dom_sized(given)
     reader = LayoutReader()
     if reader.on_lustre(directory, os.stat(directory)):
+        if isinstance(comps, Layout):
+            raise ValueError("--layout: a mirrored default on Lustre is set with lfs setstripe -N (iez sets it "
+                             "in emulation only)")
         how = lustre.set_default(directory, comps)
     else:
         how = set_emulated_default(directory, comps, reader.xattr)
@@ -170,7 +186,7 @@ def _set_default(args: argparse.Namespace) -> int:
     return 0
 
 
-def set_emulated_default(directory: str, components: tuple[Component, ...] | None, name: str) -> str:
+def set_emulated_default(directory: str, components: tuple[Component, ...] | Layout | None, name: str) -> str:
     """Write (None: remove) the directory's layout attribute, which the placement library compares with the
     default iez learnt; returns the attribute's name."""
     if components is None:
@@ -180,7 +196,8 @@ def set_emulated_default(directory: str, components: tuple[Component, ...] | Non
             if err.errno not in (errno.ENODATA, errno.ENOTSUP, errno.EOPNOTSUPP):
                 raise
         return name
-    text = emulated.format_attr(Layout.from_components(components))
+    layout = components if isinstance(components, Layout) else Layout.from_components(components)
+    text = emulated.format_attr(layout)
     try:
         os.setxattr(directory, name, text.encode("ascii"))
     except OSError as err:

@@ -98,7 +98,8 @@ def pin_layout(engine: Engine, path: str, layout: Layout, pool: str | None = Non
     check_path(path)
     if not layout.osts:
         raise ValueError("the layout places no OST: give osts to at least one component")
-    allocation = Allocation(path, layout.stripe_size, layout.osts, MANUAL, pool or layout.pool, layout.components)
+    allocation = Allocation(path, layout.stripe_size, layout.osts, MANUAL, pool or layout.pool, layout.components,
+                            mirrors=layout.mirrors, preferred_mirror=layout.preferred or 0)
     with write_session(engine) as session:
         _retire_paths(session, [path])
         session.add(
@@ -184,6 +185,8 @@ NOTHING_TO_PLACE = "no OST to choose: the file's predicted bytes all fall in its
 def layout_text(allocation: Allocation) -> str | None:
     """The layout text the library applies (version 2) when the allocation has a pool or components, else
     None: the plain columns say it all."""
+    if allocation.mirrors:  # version 3, the preferred copy marked
+        return format_attr(Layout.from_mirrors(allocation.mirrors, allocation.preferred_mirror))
     if not allocation.pool and not allocation.components:
         return None
     return format_attr(Layout(allocation.stripe_size, allocation.osts, allocation.pool, allocation.components))
@@ -194,6 +197,9 @@ def _object_sizes(write_bytes: int, allocation: Allocation) -> list[tuple[int, i
     per component for a composite layout), but at least the bytes of its extent up to one stripe: an object a
     small file leaves short or empty is reserved as if it held that much, so placements made before the next
     report never count on it staying small."""
+    if allocation.mirrors:  # every copy holds the file's bytes
+        return [pair for m in allocation.mirrors
+                for pair in _object_sizes(write_bytes, Allocation(allocation.file, 0, (), components=m))]
     if not allocation.components:
         return [(ost, max(b, min(allocation.stripe_size, write_bytes))) for ost, b in
                 zip(allocation.osts, raid0_bytes(write_bytes, allocation.stripe_size, allocation.stripe_count))]

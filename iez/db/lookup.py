@@ -24,7 +24,7 @@ from iez.config import describe
 from iez.db.engine import ER_BAD_DB_ERROR, DatabaseUnavailable, error_code, mariadb_timeouts, missing, open_sqlite
 from iez.db.models import parse_osts
 from iez.layout.emulated import parse_attr
-from iez.layout.model import component_json
+from iez.layout.model import component_json, mirrors_json
 from iez.trace.policy import composite
 
 T = TypeVar("T")
@@ -45,6 +45,9 @@ def policy_fields(path: str, pool: str | None, layout_text: str | None) -> dict:
         out["pool"] = pool
     if parsed is not None and composite(parsed.components):
         out["components"] = [component_json(c) for c in parsed.components]
+    if parsed is not None and parsed.mirrors:
+        out["components"] = [component_json(c) for c in parsed.components]
+        out.update(mirrors_json(parsed))
     return out
 
 

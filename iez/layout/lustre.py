@@ -66,7 +66,7 @@ import sys
 from typing import Sequence
 
 from iez.layout.model import Layout
-from iez.model import ALL_OSTS, EOF_END, Component, check_pool_name
+from iez.model import ALL_OSTS, EOF_END, MAX_MIRRORS, Component, check_pool_name
 
 LL_SUPER_MAGIC = 0x0BD00BD0
 XATTR_LUSTRE_LOV = "lustre.lov"
@@ -90,6 +90,9 @@ LOV_PATTERN_F_MASK = 0xFFFF0000
 LOV_PATTERN_F_HOLE = 0x40000000
 LOV_PATTERN_F_RELEASED = 0x80000000  # HSM released: no data on any OST
 
+LCME_FL_STALE = 0x00000001  # FLR: the mirror is behind (a write went to another)
+LCME_FL_PREF_RD = 0x00000002  # FLR: reads prefer this mirror
+MIRROR_ID_MASK = 0x7FFF0000  # lcme_id bits 30..16: the mirror id
 LCME_FL_INIT = 0x00000010  # the component is instantiated: its OSTs are chosen
 LCME_FL_EXTENSION = 0x00000040  # SEL extension space
 LCME_FL_PARITY = 0x00000080  # erasure-coding parity
@@ -231,17 +234,30 @@ def _parse_composite(buf: bytes, where: str, directory: bool) -> Layout:
         raise ValueError(f"{where}: Lustre composite layout says {size} bytes but only {len(buf)} were returned")
     if count == 0:
         raise ValueError(f"{where}: Lustre composite layout has no component")
-    if mirrors:
-        raise ValueError(f"{where}: mirrored (FLR) Lustre layouts ({mirrors + 1} mirrors) are not supported yet")
+    if mirrors + 1 > MAX_MIRRORS:
+        raise ValueError(f"{where}: mirrored (FLR) Lustre layout has {mirrors + 1} mirrors; iez reads up to "
+                         f"{MAX_MIRRORS}")
     if ec_count:
         raise ValueError(f"{where}: erasure-coded Lustre layouts are not supported")
     if COMP_HEADER.size + count * COMP_ENTRY.size > size:
         raise ValueError(f"{where}: Lustre composite layout says {count} components but is only {size} bytes")
     components = []
+    copies: list[list[Component]] = []  # FLR: entries come mirror by mirror (the mirror id in lcme_id 30..16)
+    prefer: int | None = None
+    stale: set[int] = set()
+    mirror_id = None
     for i in range(count):
         at = f"{where}: component {i}"
-        _id, flags, start, end, offset, blob, _g, _t, _x = COMP_ENTRY.unpack_from(
+        cid, flags, start, end, offset, blob, _g, _t, _x = COMP_ENTRY.unpack_from(
             buf, COMP_HEADER.size + i * COMP_ENTRY.size)
+        if mirrors and (i == 0 or cid & MIRROR_ID_MASK != mirror_id):
+            mirror_id = cid & MIRROR_ID_MASK
+            components = []
+            copies.append(components)
+        if mirrors and flags & LCME_FL_PREF_RD and prefer is None:
+            prefer = len(copies) - 1
+        if mirrors and flags & LCME_FL_STALE:
+            stale.add(len(copies) - 1)
         if flags & LCME_FL_EXTENSION:
             raise ValueError(f"{at}: self-extending (SEL) Lustre layouts are not supported")
         if flags & LCME_FL_PARITY:
@@ -271,6 +287,8 @@ def _parse_composite(buf: bytes, where: str, directory: bool) -> Layout:
             message = str(err)
             raise ValueError(message if message.startswith(at) else f"{at}: {message}") from None
         components.append(comp)
+    if len(copies) > 1:
+        return Layout.from_mirrors(copies, prefer, sorted(stale), where)
     return Layout.from_components(components, where)
 
 

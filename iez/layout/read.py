@@ -78,7 +78,7 @@ class LayoutReader:
         if found is None:
             return None
         layout, source = found
-        if layout.components:  # one RAID-0 component over the whole file (layout text 2 with a pool) is plain
+        if layout.components and not layout.mirrors:  # one RAID-0 component over the whole file is plain
             layout = as_stored(layout.components)
         out = {"file": lexical_abspath(path), **layout.to_json(), "source": source}
         if directory:

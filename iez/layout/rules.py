@@ -21,7 +21,7 @@ import json
 from dataclasses import replace
 from typing import Any, Sequence
 
-from iez.layout.model import Layout, components_from_json
+from iez.layout.model import Layout, components_from_json, mirrored_from_json
 from iez.model import ALL_OSTS, EOF_END, Component, check_pool_name
 
 ALIGNMENT = 65536
@@ -99,13 +99,12 @@ def layout_components(data: Any, where: str, template: bool) -> tuple[Component,
     ``{"components": [...], "pool": P}`` (the top-level pool applies to each
     OST component without its own) or a plain ``{"stripe_count", "stripe_size",
     "pool"}`` (a template) / ``{"stripe_size", "osts", "pool"}`` (placed).
-    ``mirrors`` are refused: mirrored layouts come with a later issue.
+    A layout with ``mirrors`` goes through :func:`tools_layout`.
     """
     if not isinstance(data, dict):
         raise ValueError(f"{where}: a layout must be a JSON object")
     if "mirrors" in data:
-        raise ValueError(f"{where}: mirrors are not supported yet (mirrored layouts come with a later issue); "
-                         "give components only")
+        raise ValueError(f"{where}: a layout with mirrors is read by tools_layout")
     pool = data.get("pool")
     if pool is not None:
         check_pool_name(pool, where)
@@ -139,6 +138,27 @@ def _components(data: dict, where: str, template: bool) -> tuple[Component, ...]
     if not template and ("osts" not in data or "stripe_size" not in data):
         raise ValueError(f"{where}: a layout needs components, or stripe_size and osts")
     return components_from_json([{"end": EOF_END, **data}], where, placed=not template)
+
+
+def tools_layout(data: Any, where: str, template: bool) -> Layout:
+    """The tools' layout JSON as iez stores it (:func:`as_stored`), mirrors included: ``{"mirrors": [[components],
+    ...], "components": the first mirror (optional), "pool", "preferred_mirror"}`` (2 to 4 mirrors, each checked
+    as a composite layout of its own; placed mirrors must not share an OST, or one failure takes both)."""
+    if not isinstance(data, dict) or "mirrors" not in data:
+        return as_stored(layout_components(data, where, template))
+    unknown = sorted(set(data) - {"mirrors", "components", "pool", "preferred_mirror", "stale_mirrors"})
+    if unknown:
+        raise ValueError(f"{where}: unknown field {unknown[0]!r} beside mirrors (known: components, mirrors, pool, "
+                         "preferred_mirror, stale_mirrors)")
+    layout = mirrored_from_json(data, where, lambda item, w: layout_components(item, w, template))
+    seen: dict[int, int] = {}
+    for k, mirror in enumerate(layout.mirrors):
+        for ost in sorted({o for c in mirror for o in c.osts}):
+            if ost in seen:
+                raise ValueError(f"{where}: mirrors {seen[ost] + 1} and {k + 1} both use OST {ost}: one failure "
+                                 "would take both copies")
+            seen[ost] = k
+    return layout
 
 
 def ost_pool(components: Sequence[Component]) -> str | None:

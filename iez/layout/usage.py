@@ -109,7 +109,11 @@ def regular_files(root: str, problems: list[str]) -> Iterator[tuple[str, os.stat
 
 
 def ost_bytes(layout: Layout, file_bytes: int) -> list[tuple[int, int]]:
-    """``(OST, bytes)`` per stripe object of a ``file_bytes`` file (0 for a placed component not reached)."""
+    """``(OST, bytes)`` per stripe object of a ``file_bytes`` file (0 for a placed component not reached); a
+    mirrored file's every copy holds its bytes."""
+    if layout.mirrors:
+        return [pair for mirror in layout.mirrors for c in mirror if c.osts
+                for pair in zip(c.osts, component_stripe_bytes(c, file_bytes))]
     if not layout.components:
         return list(zip(layout.osts, raid0_bytes(file_bytes, layout.stripe_size, layout.stripe_count)))
     return [pair for c in layout.components if c.osts

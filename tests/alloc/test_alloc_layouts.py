@@ -94,7 +94,10 @@ def test_pool_given_beside_layout_applies_to_components_without_one(db):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--layout", json.dumps({**PFL, "mirrors": [PFL["components"]]})], "--layout: mirrors are not supported yet"),
+    (["--layout", json.dumps({**PFL, "mirrors": [PFL["components"]]})],
+     "--layout: a mirrored layout has 2 to 4 mirrors, not 1"),
+    (["--layout", json.dumps({"mirrors": [PFL["components"], PFL["components"]]})],
+     "--layout: mirrors 1 and 2 both use OST"),
     (["--layout", '{"components": [{"end": -1, "stripe_count": 4}]}'], "--layout: no component names OSTs"),
     (["--layout", '{"components": [{"end": -1, "osts": [1, 2]}]}'],
      "--layout: component [0, EOF): a placed component needs its stripe_size"),

@@ -138,7 +138,7 @@ def test_set_default_honours_iez_layout_xattr(tmp_path):
     (["--layout", '{"components": [{"end": -1, "stripe_count": 2, "osts": [1, 2]}]}'],
      "--layout: a default layout names no OSTs"),
     (["--layout", '{"components": [{"end": -1, "stripe_count": 2}], "mirrors": [[]]}'],
-     "--layout: mirrors are not supported yet"),
+     "--layout: mirror 1: components must be a non-empty list"),
     (["--layout", '{"stripe_count": 2, "stripe_size": 1048576, "colour": "red"}'], "unknown field 'colour'"),
     (["--layout", '{"components": [{"end": -1, "stripe_count": 2}]}', "--pool", "flash"],
      "--stripe-size and --pool go with --stripe-count"),

@@ -110,8 +110,8 @@ def test_a_directory_default_is_a_template_whatever_the_flags_say():
 
 
 @pytest.mark.parametrize("raw, reason", [
-    (comp([(INIT, 0, EOF64, lmm(V1, RAID0, MIB, 1, [0]))], mirrors=1),
-     "/l/f: mirrored (FLR) Lustre layouts (2 mirrors) are not supported yet"),
+    (comp([(INIT, 0, EOF64, lmm(V1, RAID0, MIB, 1, [0]))], mirrors=4),
+     "/l/f: mirrored (FLR) Lustre layout has 5 mirrors; iez reads up to 4"),
     (comp([(INIT, 0, EOF64, lmm(V1, RAID0, MIB, 1, [0]))], ec=1), "/l/f: erasure-coded Lustre layouts"),
     (comp([(INIT, 0, MIB, lmm(V1, RAID0, MIB, 1, [0])), (EXTENSION, MIB, EOF64, lmm(V1, RAID0, 64, 0))]),
      "/l/f: component 1: self-extending (SEL) Lustre layouts are not supported"),

@@ -315,8 +315,8 @@ GETSTRIPE_CASES = {
 }
 
 
-# iez.layout.lustre refuses mirrored files, and keeps no overstriping flag on a plain layout.
-PYTHON_READS_OTHERWISE = {"first-mirror", "overstriped"}
+# iez.layout.lustre keeps no overstriping flag on a plain layout.
+PYTHON_READS_OTHERWISE = {"overstriped"}
 
 
 @pytest.mark.parametrize("case", sorted(GETSTRIPE_CASES))
