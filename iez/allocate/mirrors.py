@@ -116,13 +116,17 @@ def _candidates(cluster: ClusterState, pool: str | None) -> list[OST]:
     return [o for o in cluster.osts if o.takes_stripes and (pool is None or pool in o.pools)]
 
 
-def domain_sets(cluster: ClusterState, dom: dict[int, str], m: int) -> list[frozenset[str]]:
+def domain_sets(cluster: ClusterState, dom: dict[int, str], m: int, rotation: int = 0) -> list[frozenset[str]]:
     """The domains dealt into ``m`` groups of about equal bandwidth (CEFT's primary and backup groups): by
-    bandwidth, largest first, in snake order."""
+    bandwidth, largest first (the list turned by ``rotation``, so that when the domains do not divide evenly
+    the smaller group changes from file to file), in snake order."""
     bw: dict[str, float] = {}
     for o in cluster.osts:
         bw[dom[o.index]] = bw.get(dom[o.index], 0.0) + o.usable_bandwidth
     order = sorted(bw, key=lambda d: (-bw[d], d))
+    if order:
+        turn = rotation % len(order)
+        order = order[turn:] + order[:turn]
     groups: list[set[str]] = [set() for _ in range(m)]
     for j, d in enumerate(order):
         turn, pos = divmod(j, m)
@@ -148,7 +152,10 @@ def place_mirrored(policy: "Policy", cluster: ClusterState, requests: tuple[Writ
                             f"mirror_count={r.mirror_count} needs as many failure domains (OSS, or the cluster "
                             f"description's domain), {where} has {len(have)} that take new stripes")
                         break
-    sets = {m: domain_sets(cluster, dom, m) for m in {r.mirror_count for r in requests if r.mirror_count > 1}}
+    n_domains = max(1, len(set(dom.values())))
+    sets = {(m, t): domain_sets(cluster, dom, m, t)
+            for m in {r.mirror_count for r in requests if r.mirror_count > 1}
+            for t in range(n_domains if n_domains % m else 1)}
     offset: dict[int, int] = {}
     turn = [0] * len(requests)  # which group of domains each mirrored file's first copy takes
     for i, r in enumerate(requests):
@@ -164,12 +171,13 @@ def place_mirrored(policy: "Policy", cluster: ClusterState, requests: tuple[Writ
                 used = frozenset(o for m in copies.get(i, ()) for o in copy_osts(m))
                 if r.mirror_count == 1:
                     key: tuple = (None,)
-                elif policy.mirror_domains:
-                    key = (sets[r.mirror_count][(k + turn[i]) % r.mirror_count], used)
+                elif policy.mirror_domains:  # files whose earlier copies took the same domains place together
+                    m = r.mirror_count
+                    partition = sets[(m, (turn[i] // m) % (n_domains if n_domains % m else 1))]
+                    key = (partition[(k + turn[i]) % m], frozenset(dom[o] for o in used))
                 else:
                     key = (frozenset(), used)
                 groups.setdefault(key, []).append(i)
-        round_placed = []
         for key, members in groups.items():
             tiers = [cluster] if key[0] is None else [cluster.with_osts(t) for t in _tiers(policy, cluster, dom, *key)]
             left, reason = members, ""
@@ -177,7 +185,7 @@ def place_mirrored(policy: "Policy", cluster: ClusterState, requests: tuple[Writ
                 if not left:
                     break
                 got = policy._place_copies(view, tuple(singles[i] for i in left))
-                still = []
+                still, placed_now = [], []
                 for i, outcome in zip(left, got.outcomes):
                     if isinstance(outcome, Refused):
                         still.append(i)
@@ -186,7 +194,9 @@ def place_mirrored(policy: "Policy", cluster: ClusterState, requests: tuple[Writ
                         copies.setdefault(i, []).append(copy_components(outcome))
                         if k == 0:
                             outcomes[i] = outcome
-                        round_placed.append((singles[i], outcome))
+                        placed_now.append((singles[i], outcome))
+                # the next call (another group, another tier, the next round) sees these bytes
+                policy.carry(_bytes_per_ost([r for r, _ in placed_now], [a for _, a in placed_now]))
                 left = still
             for i in left:
                 r = requests[i]
@@ -196,7 +206,6 @@ def place_mirrored(policy: "Policy", cluster: ClusterState, requests: tuple[Writ
                     outcomes[i] = Refused(f"mirror {k + 1} of {r.mirror_count}: the failure domains no other mirror "
                                           f"of the file uses cannot take it ({reason})")
                 copies.pop(i, None)
-        policy.carry(_bytes_per_ost([r for r, _ in round_placed], [a for _, a in round_placed]))
     for i, mirrors in copies.items():
         if requests[i].mirror_count == 1:
             continue
@@ -208,10 +217,11 @@ def place_mirrored(policy: "Policy", cluster: ClusterState, requests: tuple[Writ
 
 
 def _tiers(policy: "Policy", cluster: ClusterState, dom: dict[int, str], group: frozenset[str],
-           used: frozenset[int]) -> list[list[OST]]:
-    """The OST sets a copy is tried on, in order (see the module docstring)."""
+           used: frozenset) -> list[list[OST]]:
+    """The OST sets a copy is tried on, in order (see the module docstring); ``used``: the domains (iez) or OSTs
+    (Lustre's allocators) the file's earlier copies hold."""
     if policy.mirror_domains:
-        taken = {dom[o] for o in used if o in dom}
+        taken = used
         return [[o for o in cluster.osts if dom[o.index] in group and dom[o.index] not in taken],
                 [o for o in cluster.osts if dom[o.index] not in taken]]
     if not used:

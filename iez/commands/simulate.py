@@ -175,7 +175,15 @@ def main(args) -> int:
             for policy in policies:
                 progress.step(f"{scenario.name} / {policy}")
                 try:
-                    results.append(run(scenario, policy, seed=args.seed, prepared=prepared))
+                    result = run(scenario, policy, seed=args.seed, prepared=prepared)
+                    if any(r.mirror_count > 1 for job in prepared.jobs for r in job.requests):
+                        from dataclasses import replace as _with
+                        from iez.sim.failures import mirror_report
+
+                        result = _with(result, mirror_report=mirror_report(
+                            prepared.cluster, [job.requests for job in prepared.jobs], policy, args.seed,
+                            settings.policy_options(policy)))
+                    results.append(result)
                 except ValueError as err:  # a policy failing outright: report it, keep going
                     failures.append(error_row(scenario.name, policy, str(err)))
                 progress.advance()

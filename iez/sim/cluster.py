@@ -98,6 +98,8 @@ class ClusterSpec:
     states: tuple[tuple[int, str], ...] = ()
     #: Per-OST bandwidth factors by position (flash beside disk): ``((0, 4.0),)``.
     ost_bandwidth_factor: tuple[tuple[int, float], ...] = ()
+    #: OSSs per failure domain (a rack, a controller pair): 1, each OSS its own domain.
+    oss_per_domain: int = 1
 
     @property
     def ost_count(self) -> int:
@@ -135,7 +137,7 @@ class ClusterSpec:
                 self.oss_cpu_pct[k] if k < len(self.oss_cpu_pct) else 0.0,
                 self.oss_mem_pct[k] if k < len(self.oss_mem_pct) else 0.0,
                 bandwidth=oss_bw * (self.oss_bandwidth_factor[k] if k < len(self.oss_bandwidth_factor) else 1.0),
-                domain=self.oss_id(k),
+                domain=self.oss_id(k) if self.oss_per_domain <= 1 else f"rack{k // self.oss_per_domain + 1}",
             )
             for k in range(self.oss_count)
         ]

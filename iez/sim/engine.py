@@ -91,10 +91,16 @@ class Result:
     ost_bytes: tuple[int, ...] = ()
     ost_fill_before: tuple[float, ...] = ()
     ost_fill_after: tuple[float, ...] = ()
+    #: Scenarios with mirrored files: :func:`iez.sim.failures.mirror_report` (None, and left out, otherwise).
+    mirror_report: dict | None = None
 
     def as_json(self) -> dict:
         """A JSON object; a value that is not a finite number (no bound exists) becomes ``null``."""
         out = {k: _finite(v) for k, v in asdict(self).items()}
+        if self.mirror_report is None:
+            out.pop("mirror_report")
+        else:
+            out["mirror_report"] = {k: _finite(v) for k, v in self.mirror_report.items()}
         out["refused"] = list(self.refused)
         out["makespan_modelled"] = True
         return out
@@ -257,7 +263,11 @@ def run(scenario: Scenario, policy_name: str, seed: int = 0, settings: Settings 
 
 def _pieces(request, outcome, objects_of: dict) -> list[tuple[int, int, str | None]]:
     """``(OST, bytes, pool)`` per stripe object of a placed file; a component's pool is its own (else the
-    file's), and the bytes follow its extent."""
+    file's), and the bytes follow its extent; every copy of a mirrored file is written."""
+    if outcome.mirrors:
+        return [(ost, size, component.pool or request.pool or None)
+                for mirror in outcome.mirrors for component in mirror if component.osts
+                for ost, size in zip(component.osts, component_stripe_bytes(component, request.write_bytes))]
     if outcome.components:
         return [(ost, size, component.pool or request.pool or None)
                 for component in outcome.components if component.osts

@@ -31,7 +31,7 @@ outside a file's pool or on an OST that takes no stripes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from iez.model import Component, WriteRequest
@@ -111,6 +111,7 @@ def _scenarios() -> list[Scenario]:
         tags=("large",)))
     out.extend(_placement_families())
     out.extend(_policy_scenarios())
+    out.extend(_mirror_scenarios())
     return out
 
 
@@ -243,12 +244,37 @@ def _placement_families() -> list[Scenario]:
     return out
 
 
+def _with_mirrors(job: Job, count: int) -> Job:
+    return Job(job.app, tuple(replace(r, mirror_count=count) for r in job.requests))
+
+
+def _mirror_scenarios() -> list[Scenario]:
+    """Mirrors across failure domains (issue 17, tag ``mirror``): each row carries ``mirror_report``
+    (:mod:`iez.sim.failures`: files readable with one and two OSSs or domains failed, reads with a hot server
+    with and without skipping, the write cost of the copies)."""
+    out = []
+    for count in (2, 3):
+        out.append(Scenario(
+            f"mirror-ior-fpp-{count}copies", f"IOR FPP, 16 processes writing 16 GB with {count} mirrors each, "
+            "stripe count 2, 6 OSS x 4 OSTs", ClusterSpec(6, 4, 20 * GiB, PAPER_FILL),
+            lambda count=count: [_with_mirrors(ior(16, 16 * GB, 2), count)], tags=("mirror",)))
+    out.append(Scenario(
+        "mirror-racks-hacc-2copies", "HACC-IO, 16 processes, 2 mirrors, stripe count 2, 6 OSS x 4 OSTs in racks "
+        "of 2 OSSs (the failure domain)", ClusterSpec(6, 4, 20 * GiB, PAPER_FILL, oss_per_domain=2),
+        lambda: [_with_mirrors(hacc_io(16, 2), 2)], tags=("mirror",)))
+    out.append(Scenario(
+        "mirror-congested-ior-2copies", "IOR FPP, 16 processes, 2 mirrors, stripe count 1, 6 OSS x 4 OSTs, "
+        "two congested OSTs", ClusterSpec(6, 4, 20 * GiB, PAPER_FILL, ost_load_share=((0, 0.8), (5, 0.8))),
+        lambda: [_with_mirrors(ior(16, 16 * GB, 1), 2)], tags=("mirror",)))
+    return out
+
+
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in _scenarios()}
 
 
 def resolve(names: str) -> list[Scenario]:
     """Scenarios from a comma list; ``all`` means every one, a tag (``paper``, ``skewed``, ``hetfill``,
-    ``hetbw``, ``few-files``, ``bigstripe``, ``sequence``, ``large``, ``policy``) a family."""
+    ``hetbw``, ``few-files``, ``bigstripe``, ``sequence``, ``large``, ``policy``, ``mirror``) a family."""
     chosen: list[Scenario] = []
     for name in (n.strip() for n in names.split(",") if n.strip()):
         if name == "all":
