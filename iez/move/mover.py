@@ -242,7 +242,7 @@ class Movement:
             try:
                 read_s, write_s, wrote = fileops.copy_chunk(job, chunk.offset, chunk.length, buf,
                                                             self.options.sparse, self.zeros)
-            except OSError as err:
+            except Exception as err:  # noqa: BLE001 - any failure is this file's, and the others go on
                 self.fail(job, err)
             else:
                 dst_ost = ost_at(job.dst_layout, chunk.offset)
