@@ -99,7 +99,8 @@ def place_app(engine: Engine, app_name: str, settings: PlacementSettings, stale_
         cluster = cluster_of(session, now) if cluster_of else usable_cluster(
             session, now, stale_s, settings.ost_bandwidth, settings.oss_bandwidth)
         cluster = replace(cluster, fill_cap=settings.fill_cap)
-        requests = [WriteRequest(app_name, r.path, r.write_bytes, r.stripe_count, r.rank, *row_policy(r))
+        requests = [WriteRequest(app_name, r.path, r.write_bytes, r.stripe_count, r.rank, *row_policy(r),
+                                 mirror_count=r.mirror_count or 1)
                     for r in pending]
         placement = policy.place(cluster, requests)
         # an allocation without OSTs (all bytes on the MDT) has nothing for the library to apply

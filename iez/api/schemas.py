@@ -200,6 +200,8 @@ class WriteRequestIn(BaseModel):
         default=None, description="PFL template: [{end (-1: end of file), stripe_count, stripe_size, pool}, ...]")
     default_layout: Annotated[str, Field(max_length=65536), AfterValidator(_default_layout)] | None = Field(
         default=None, description="layout text of the directory default the request was learnt under ('' none)")
+    mirror_count: JsonInt = Field(default=1, ge=1, le=4,
+                                  description="copies of the file (Lustre FLR mirrors), each in its own failure domains")
 
 
 class RequestsIn(BaseModel):

@@ -167,10 +167,12 @@ def _write_csv(path: str, prediction: Prediction) -> None:
 
     with open(path, "w", encoding="utf-8", errors="surrogateescape", newline="") as out:
         writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(("file", "write_bytes", "stripe_count", "rank", "pool", "components"))
+        mirrored = any(r.mirror_count > 1 for r in prediction.named_requests)  # the column when it says something
+        writer.writerow(("file", "write_bytes", "stripe_count", "rank", "pool", "components")
+                        + (("mirror_count",) if mirrored else ()))
         for r in prediction.named_requests:
             writer.writerow((r.file, r.write_bytes, r.stripe_count, r.rank, r.pool or "",
-                             components_text(r.components)))
+                             components_text(r.components)) + ((r.mirror_count,) if mirrored else ()))
 
 
 def _print_prediction(prediction: Prediction) -> None:

@@ -154,7 +154,8 @@ def store(settings: Settings, app: str, requests: Sequence[Request], runs: Seque
         ids = upsert_requests(session, app, [
             RequestIn(file=r.file, write_bytes=r.write_bytes, stripe_count=r.stripe_count, rank=r.rank,
                       stripe_size=r.stripe_size, source=source, pool=r.pool, components=r.components,
-                      default_layout=getattr(r, "default_layout", None)) for r in requests], owner=login_user())
+                      default_layout=getattr(r, "default_layout", None), mirror_count=getattr(r, "mirror_count", 1))
+            for r in requests], owner=login_user())
         app_id = application(session, app, create=True, owner=login_user()).id
         for run in runs:
             started, ended = _utc(run.started), _utc(run.ended)
@@ -185,10 +186,11 @@ def _parse_app(directory: str, job: str | None, keep_empty: bool, app: str | Non
 def write_requests_csv(path: str, requests: Sequence[Request]) -> None:
     with open(path, "w", encoding="utf-8", errors="surrogateescape", newline="") as out:
         writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(OUT_COLUMNS)
+        mirrored = any(getattr(r, "mirror_count", 1) > 1 for r in requests)  # the column only when it says something
+        writer.writerow(list(OUT_COLUMNS) + (["mirror_count"] if mirrored else []))
         for r in requests:
             writer.writerow([r.file, r.write_bytes, r.stripe_count, r.rank, r.pool or "",
-                             components_text(r.components)])
+                             components_text(r.components)] + ([getattr(r, "mirror_count", 1)] if mirrored else []))
 
 
 @db_errors

@@ -119,6 +119,7 @@ class WriteRequestRow(Base):
         UniqueConstraint("app_id", "path_hash", name="uq_write_requests_app_path"),
         CheckConstraint("write_bytes >= 0", name="ck_write_requests_write_bytes"),
         CheckConstraint("stripe_count = -1 OR stripe_count BETWEEN 1 AND 2000", name="ck_write_requests_stripe_count"),
+        CheckConstraint("mirror_count BETWEEN 1 AND 4", name="ck_write_requests_mirror_count"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -140,6 +141,8 @@ class WriteRequestRow(Base):
     pool: Mapped[str | None] = mapped_column(String(32))
     components: Mapped[str | None] = mapped_column(Text)
     default_layout: Mapped[str | None] = mapped_column(Text)
+    # Copies of the file (Lustre FLR mirrors), each in failure domains no other copy uses (migration 0008).
+    mirror_count: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
 
     app: Mapped[Application] = relationship(back_populates="requests")
 

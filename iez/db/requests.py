@@ -44,6 +44,7 @@ class RequestIn:
     pool: str | None = None
     components: tuple[Component, ...] = ()  # PFL template (no OSTs)
     default_layout: str | None = None  # canonical template text of the directory default; "" none, None unknown
+    mirror_count: int = 1  # copies of the file (FLR mirrors)
 
 
 def row_policy(row) -> tuple[str | None, tuple[Component, ...]]:
@@ -127,6 +128,7 @@ def upsert_requests(
             pool=request.pool,
             components=components_text(request.components) or None,
             default_layout=request.default_layout,
+            mirror_count=request.mirror_count,
         )
         if row is None:
             row = WriteRequestRow(app_id=app.id, path=request.file, path_hash=digest, created=now, updated=now, **values)

@@ -155,7 +155,8 @@ def forecast_next(runs: Sequence[RunData], selection: str = "fast", fitter: Fitt
     for i, (name, wb, sc, rk) in enumerate(zip(names, models["write_bytes"].forecast,
                                                models["stripe_count"].forecast, models["rank"].forecast)):
         policy = by_name.get(name) or last[i % len(last)]
-        requests.append(PRequest(name, wb, sc, rk, policy.pool, policy.components, policy.default_layout))
+        requests.append(PRequest(name, wb, sc, rk, policy.pool, policy.components, policy.default_layout,
+                                 policy.mirror_count))
     return Forecast(requests, models, name_model.describe())
 
 

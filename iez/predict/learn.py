@@ -219,7 +219,7 @@ def store_predictions(settings: Settings, app: str, requests: Sequence[PRequest]
         ids = upsert_requests(session, app, [
             RequestIn(file=r.file, write_bytes=r.write_bytes, stripe_count=r.stripe_count, rank=r.rank,
                       stripe_size=None, source=PREDICTED, pool=r.pool, components=r.components,
-                      default_layout=r.default_layout) for r in named], owner=login_user())
+                      default_layout=r.default_layout, mirror_count=r.mirror_count) for r in named], owner=login_user())
         if replace:
             app_id = application(session, app).id
             keep = set(ids)

@@ -73,18 +73,23 @@ class PRequest:
     pool: str | None = None
     components: tuple[Component, ...] = ()  # PFL template
     default_layout: str | None = None  # the directory default it was learnt under ("" none, None unknown)
+    mirror_count: int = 1  # copies of the file (FLR mirrors) it had
 
     def to_dict(self) -> dict:
         """``file, write_bytes, stripe_count, rank``, and ``pool``, ``components`` (the contract's template list,
-        or null) and ``default_layout``."""
-        return {"file": self.file, "write_bytes": self.write_bytes, "stripe_count": self.stripe_count,
-                "rank": self.rank, "pool": self.pool, "components": template_json(self.components),
-                "default_layout": self.default_layout}
+        or null) and ``default_layout``; ``mirror_count`` when the file has mirrors."""
+        out = {"file": self.file, "write_bytes": self.write_bytes, "stripe_count": self.stripe_count,
+               "rank": self.rank, "pool": self.pool, "components": template_json(self.components),
+               "default_layout": self.default_layout}
+        if self.mirror_count > 1:
+            out["mirror_count"] = self.mirror_count
+        return out
 
 
 def from_request(r: Request) -> PRequest:
     """A parsed trace request as a run's request, its policy kept."""
-    return PRequest(r.file, r.write_bytes, r.stripe_count, r.rank, r.pool, r.components, r.default_layout)
+    return PRequest(r.file, r.write_bytes, r.stripe_count, r.rank, r.pool, r.components, r.default_layout,
+                    getattr(r, "mirror_count", 1))
 
 
 @dataclass(frozen=True)
@@ -179,7 +184,8 @@ def _runs_of_records(records: list[dict], source: str) -> list[RunData]:
             str(file), _int_field(rec, "write_bytes", where),
             _int_field(rec, "stripe_count", where) if rec.get("stripe_count") not in (None, "") else 1,
             _int_field(rec, "rank", where) if rec.get("rank") not in (None, "") else 0,
-            pool, components, _default_layout(rec.get("default_layout"), where)))
+            pool, components, _default_layout(rec.get("default_layout"), where),
+            _int_field(rec, "mirror_count", where) if rec.get("mirror_count") not in (None, "") else 1))
     return [make_run(run, reqs) for run, reqs in sorted(groups.items(), key=lambda kv: natural_key(kv[0]))]
 
 

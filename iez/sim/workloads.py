@@ -146,7 +146,9 @@ def load_requests(path: str | Path, app: str | None = None) -> list[Job]:
             pool, components = request_policy(pool, row.get("components"), where)
             request = WriteRequest(name, str(row["file"]), int(row["write_bytes"]), int(row["stripe_count"]),
                                    int(row.get("rank") if row.get("rank") not in (None, "") else 0),
-                                   pool, components)
+                                   pool, components,
+                                   mirror_count=int(row["mirror_count"]) if row.get("mirror_count") not in (None, "")
+                                   else 1)
         except (TypeError, ValueError) as err:
             raise ValueError(f"{where}: {err}") from None
         jobs.setdefault(name, []).append(request)

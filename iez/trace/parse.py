@@ -64,13 +64,17 @@ class Request:
     pool: str | None = None
     components: tuple[Component, ...] = ()  # the PFL template, without OSTs
     default_layout: str | None = None  # canonical template text of the directory's default; "" none, None unknown
+    mirror_count: int = 1  # copies the file had (an FLR layout, or its directory's mirrored default)
 
     def to_dict(self) -> dict:
         """``file, write_bytes, stripe_count, stripe_size, rank, pool, components`` (the contract's template
-        list, or null) and ``default_layout``."""
-        return {"file": self.file, "write_bytes": self.write_bytes, "stripe_count": self.stripe_count,
-                "stripe_size": self.stripe_size, "rank": self.rank, "pool": self.pool,
-                "components": template_json(self.components), "default_layout": self.default_layout}
+        list, or null) and ``default_layout``; ``mirror_count`` when the file had mirrors."""
+        out = {"file": self.file, "write_bytes": self.write_bytes, "stripe_count": self.stripe_count,
+               "stripe_size": self.stripe_size, "rank": self.rank, "pool": self.pool,
+               "components": template_json(self.components), "default_layout": self.default_layout}
+        if self.mirror_count > 1:
+            out["mirror_count"] = self.mirror_count
+        return out
 
 
 @dataclass(frozen=True)
@@ -131,15 +135,16 @@ def _most_common_of(values: Sequence) -> object:
     return next(v for v in values if counts[v] == best)
 
 
-def _policy(group: Sequence[TraceRow]) -> tuple[str | None, tuple[Component, ...], str | None]:
-    """``(pool, components, default_layout)`` of one file's rows (rules in the module text)."""
+def _policy(group: Sequence[TraceRow]) -> tuple[str | None, tuple[Component, ...], str | None, int]:
+    """``(pool, components, default_layout, mirror_count)`` of one file's rows (rules in the module text; a
+    mirrored layout gives its first mirror's policy and its number of mirrors)."""
     rows = sorted(group, key=lambda r: r.open_time)
     default = _most_common_of([r.dir_layout for r in rows if r.dir_layout is not None])
     layout = _most_common_of([r.layout for r in rows if r.layout is not None])
     if layout is None and default:
         layout = parse_attr(default, rows[0].source or "dir_layout")
     pool, components = layout_policy(layout)
-    return pool, components, default
+    return pool, components, default, layout.mirror_count if layout is not None else 1
 
 
 def _rank(rows: Sequence[TraceRow]) -> int:
@@ -162,7 +167,7 @@ def merge_requests(rows: Iterable[TraceRow], keep_empty: bool = False) -> list[R
         write_bytes = max(sizes) if sizes else sum(r.bytes_written for r in group)
         if write_bytes == 0 and not keep_empty:
             continue
-        pool, components, default = _policy(group)
+        pool, components, default, mirrors = _policy(group)
         requests.append(Request(
             file=path,
             write_bytes=write_bytes,
@@ -172,6 +177,7 @@ def merge_requests(rows: Iterable[TraceRow], keep_empty: bool = False) -> list[R
             pool=pool,
             components=components,
             default_layout=default,
+            mirror_count=mirrors,
         ))
     return requests
 

@@ -308,13 +308,15 @@ static const char *intern_locked(const char *text)
     return copy;
 }
 
-/* The version-2 text of l (exact size), or NULL when it would not read back (README "Trace CSV": empty = unknown). */
+/* The version-2 text of l (version 3 for a mirrored file: every mirror; exact size), or NULL when it would not
+ * read back (README "Trace CSV": empty = unknown). */
 static char *layout_text(const struct iez_layout *l)
 {
     size_t cap = iez_layout_text_cap(l);
     char *text = malloc(cap), *out = NULL;
     struct iez_layout *check = malloc(sizeof *check);
-    if (text && check && iez_layout_format_v2(l, text, cap) >= 0 && iez_layout_parse(text, strlen(text), check) == 0)
+    if (text && check && (l->nmirrors ? iez_layout_format(l, text, cap) : iez_layout_format_v2(l, text, cap)) >= 0 &&
+        iez_layout_parse(text, strlen(text), check) == 0)
         out = strdup(text);
     free(text);
     free(check);
