@@ -38,6 +38,7 @@ COMMAND_MODULES = (
     "iez.commands.copy",
     "iez.commands.shares",
     "iez.commands.stage",
+    "iez.commands.rebalance",
 )
 
 

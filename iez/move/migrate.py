@@ -1,0 +1,180 @@
+"""Rewrite one file with a new layout under its own name: the rebalancer's one-file primitive.
+
+In emulation (no Lustre): the file is copied to ``.NAME.iez-rebalance.tmp``
+in the same directory, which carries the new layout (its attribute) before the
+first byte, so the placement library's emulated bandwidth charges the new
+OSTs; the copy gets the original's mode, owner, other attributes and times and
+is ``fsync``ed; then, if the original is still the version the plan saw and
+did not change during the copy (inode, size, modification and change times)
+and no process has it open for writing (``/proc/*/fd``), the copy is renamed
+over it atomically and the directory ``fsync``ed. Otherwise the copy is
+removed and the file is *skipped* (:class:`Skipped` says why): nothing is ever
+lost, at worst a file stays where it was. A reader holding the old file keeps
+reading the old inode, as after any rename. The inode number changes.
+
+On Lustre the same step is ``lfs migrate -o OSTS -S STRIPE_SIZE FILE`` (not
+run here: this machine has no Lustre), which keeps the inode and takes a lease
+that fails the migration if another process opens the file for writing, so
+open and changing files are skipped there by Lustre itself.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+from typing import Callable
+
+from iez.layout import emulated
+from iez.layout.model import Layout
+
+TMP_SUFFIX = ".iez-rebalance.tmp"
+#: Bytes per read and write when the layout gives no stripe size.
+COPY_CHUNK = 4 << 20
+
+
+class Skipped(Exception):
+    """The file was left as it was; the message says why (open for writing, changed, gone)."""
+
+
+@dataclass(frozen=True)
+class Identity:
+    """A version of a file: a write or a replacement changes at least one of these."""
+
+    ino: int
+    size: int
+    mtime_ns: int
+
+    @classmethod
+    def of(cls, st: os.stat_result) -> "Identity":
+        return cls(st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def tmp_path(path: str) -> str:
+    head, name = os.path.split(path)
+    return os.path.join(head, f".{name}{TMP_SUFFIX}")
+
+
+def writers(path: str) -> list[int]:
+    """The processes (that this user can see) holding ``path`` open for writing."""
+    try:
+        target = os.stat(path)
+    except FileNotFoundError:
+        return []
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        fd_dir = f"/proc/{pid}/fd"
+        try:
+            fds = os.listdir(fd_dir)
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                st = os.stat(f"{fd_dir}/{fd}")
+                if (st.st_dev, st.st_ino) != (target.st_dev, target.st_ino):
+                    continue
+                with open(f"/proc/{pid}/fdinfo/{fd}") as info:
+                    flags = next((int(line.split()[1], 8) for line in info if line.startswith("flags:")), 0)
+            except (OSError, ValueError):
+                continue
+            if flags & os.O_ACCMODE in (os.O_WRONLY, os.O_RDWR):
+                found.append(int(pid))
+                break
+    return found
+
+
+def _check(path: str, expect: Identity | None, when: str) -> os.stat_result:
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        raise Skipped(f"{path}: gone {when}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise Skipped(f"{path}: no longer a regular file {when}")
+    if expect is not None and Identity.of(st) != expect:
+        raise Skipped(f"{path}: changed {when}")
+    pids = writers(path)
+    if pids:
+        raise Skipped(f"{path}: open for writing (pid {', '.join(map(str, pids))}) {when}")
+    return st
+
+
+def _copy_attributes(src: str, dst: str, st: os.stat_result, layout_attr: str) -> None:
+    try:
+        names = os.listxattr(src, follow_symlinks=False)
+    except OSError:
+        names = []
+    for name in names:
+        if name != layout_attr:
+            try:
+                os.setxattr(dst, name, os.getxattr(src, name, follow_symlinks=False), follow_symlinks=False)
+            except OSError:
+                pass  # e.g. a security attribute this user may not set: the data and layout are what matter
+    os.chmod(dst, stat.S_IMODE(st.st_mode))
+    try:
+        os.chown(dst, st.st_uid, st.st_gid)
+    except PermissionError:
+        pass
+    os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def migrate(path: str, layout: Layout, expect: Identity | None = None,
+            copied: Callable[[int], None] | None = None) -> int:
+    """Give ``path`` the plain ``layout`` (see the module text); the new inode number.
+
+    ``expect`` is the version the plan saw (None: whatever is there now);
+    ``copied(inode)`` is called once the copy is durable and before the rename
+    (the journal's step). :class:`Skipped` when the file is left as it was.
+    """
+    attr = emulated.xattr_name()
+    before = _check(path, expect, "since the plan")
+    tmp = tmp_path(path)
+    try:
+        os.unlink(tmp)  # a copy an interrupted run left
+    except FileNotFoundError:
+        pass
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    try:
+        os.setxattr(fd, attr, emulated.format_attr(layout).encode("ascii"))
+    finally:
+        os.close(fd)
+    try:
+        # opened again so the placement library (emulated bandwidth) sees the new layout on this descriptor
+        src = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            dst = os.open(tmp, os.O_WRONLY | os.O_CLOEXEC)
+            try:
+                chunk = layout.stripe_size or COPY_CHUNK
+                while True:
+                    data = os.read(src, chunk)
+                    if not data:
+                        break
+                    view = memoryview(data)
+                    while view:
+                        view = view[os.write(dst, view):]
+                os.fsync(dst)
+            finally:
+                os.close(dst)
+        finally:
+            os.close(src)
+        _copy_attributes(path, tmp, before, attr)
+        new_ino = os.lstat(tmp).st_ino
+        if copied is not None:
+            copied(new_ino)
+        after = _check(path, Identity.of(before), "during the move")
+        if after.st_ctime_ns != before.st_ctime_ns:
+            raise Skipped(f"{path}: changed during the move")
+        os.rename(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    dir_fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+    return new_ino
