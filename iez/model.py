@@ -38,6 +38,8 @@ class OSS:
     # bytes/s its OSTs outside an allocator's view carry (another pool, OSTs taking no stripes): the
     # server's bandwidth they use is not there for a job either (set by ClusterState.with_osts)
     hidden_load: float = 0.0
+    #: Other jobs writing through the server now (CEFT: a new job's fair share is bandwidth / (writers + 1)).
+    writers: int = 0
 
     def __post_init__(self) -> None:
         for name in ("cpu_pct", "mem_pct"):
@@ -60,6 +62,8 @@ class OST:
     load: float = 0.0  # bytes/s other jobs drive on it now (live congestion): bandwidth a new job cannot have
     state: str = "active"
     pools: tuple[str, ...] = ()
+    #: Other jobs writing here now (their reservations are live): CEFT's fair share is bandwidth / (writers + 1).
+    writers: int = 0
 
     def __post_init__(self) -> None:
         if not self.bandwidth > 0:
@@ -92,8 +96,11 @@ class OST:
 
     @property
     def usable_bandwidth(self) -> float:
-        """What a new job can get here: the bandwidth less live congestion, never below a small share."""
-        return max(self.bandwidth - self.load, self.bandwidth * MIN_BANDWIDTH_SHARE)
+        """What a new job can get here (CEFT's available throughput, seed 003): the smaller of the headroom (the
+        bandwidth less live congestion) and the job's fair share among the jobs writing here, never below a
+        small share. Without other writers it is the headroom."""
+        headroom = min(self.bandwidth - self.load, self.bandwidth / (self.writers + 1))
+        return max(headroom, self.bandwidth * MIN_BANDWIDTH_SHARE)
 
     @property
     def takes_stripes(self) -> bool:
@@ -359,7 +366,8 @@ def oss_usable_bandwidth(server: OSS, osts_load: float, cpu_weight: float = 0.0)
     """What a new job can get through one OSS: its bandwidth (less ``cpu_weight`` of it at 100 % CPU) less
     the load its OSTs carry (``osts_load`` for those in view, plus its hidden load), never below a small share."""
     nominal = server.bandwidth * (1.0 - cpu_weight * server.cpu_pct / 100.0)
-    return max(nominal - osts_load - server.hidden_load, server.bandwidth * MIN_BANDWIDTH_SHARE)
+    headroom = min(nominal - osts_load - server.hidden_load, nominal / (server.writers + 1))  # CEFT's fair share
+    return max(headroom, server.bandwidth * MIN_BANDWIDTH_SHARE)
 
 
 def oss_loads(cluster: "ClusterState") -> dict[str, float]:

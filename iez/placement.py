@@ -25,7 +25,7 @@ from iez.db.engine import write_session
 from iez.freshness import StaleRule
 from iez.db.models import utcnow
 from iez.db.requests import application, row_policy
-from iez.db.stats import usable_cluster
+from iez.db.stats import usable_cluster, with_writers, writers
 from iez.model import (
     DEFAULT_FILL_CAP,
     DEFAULT_OSS_BANDWIDTH,
@@ -50,6 +50,10 @@ class PlacementSettings:
     # the qos baseline's Lustre settings (lod.*.qos_threshold_rr, qos_prio_free as fractions; the MDS reads them)
     threshold_rr: float = 0.17
     prio_free: float = 0.90
+    # CEFT's fair share (seed 003): count the other jobs holding live reservations on each OST and OSS as
+    # writers there, so a new job expects at most bandwidth / (writers + 1). Off by default: a reservation
+    # lasts until its file is written or the reservation expires, so it over-counts jobs that have finished.
+    fair_share: bool = False
 
     def __post_init__(self) -> None:
         if not 0 < self.fill_cap <= 1:
@@ -99,6 +103,8 @@ def place_app(engine: Engine, app_name: str, settings: PlacementSettings, stale_
         cluster = cluster_of(session, now) if cluster_of else usable_cluster(
             session, now, stale_s, settings.ost_bandwidth, settings.oss_bandwidth)
         cluster = replace(cluster, fill_cap=settings.fill_cap)
+        if settings.fair_share:  # CEFT's available throughput: the other jobs writing on each OST and OSS now
+            cluster = with_writers(cluster, *writers(session, now, exclude_app=app.id))
         requests = [WriteRequest(app_name, r.path, r.write_bytes, r.stripe_count, r.rank, *row_policy(r),
                                  mirror_count=r.mirror_count or 1)
                     for r in pending]

@@ -127,6 +127,39 @@ def reserved_bytes(conn: Connection | Session, now: datetime) -> dict[int, int]:
     return {int(index): int(total) for index, total in rows}
 
 
+def writers(conn: Connection | Session, now: datetime, exclude_app: int | None = None
+            ) -> tuple[dict[int, int], dict[str, int]]:
+    """Jobs (applications) writing on each OST and each OSS now: those holding unexpired reservations there
+    (an allocation placed and not yet written), ``exclude_app`` left out. CEFT's fair share of a server for a
+    new job is its bandwidth over these plus one."""
+    from iez.db.models import AllocationRow, WriteRequestRow
+
+    query = (select(Reservation.ost_index, OstRow.oss_id, WriteRequestRow.app_id)
+             .join(AllocationRow, AllocationRow.id == Reservation.allocation_id)
+             .join(WriteRequestRow, WriteRequestRow.id == AllocationRow.request_id)
+             .join(OstRow, OstRow.ost_index == Reservation.ost_index)
+             .where(Reservation.expires > now).distinct())
+    if exclude_app is not None:
+        query = query.where(WriteRequestRow.app_id != exclude_app)
+    per_ost: dict[int, set[int]] = {}
+    per_oss: dict[str, set[int]] = {}
+    for ost, oss, app in conn.execute(query):
+        per_ost.setdefault(int(ost), set()).add(app)
+        per_oss.setdefault(oss, set()).add(app)
+    return {k: len(v) for k, v in per_ost.items()}, {k: len(v) for k, v in per_oss.items()}
+
+
+def with_writers(cluster: ClusterState, per_ost: dict[int, int], per_oss: dict[str, int]) -> ClusterState:
+    """``cluster`` with the jobs writing on each OST and OSS (:func:`writers`)."""
+    if not per_ost and not per_oss:
+        return cluster
+    from dataclasses import replace
+
+    osts = tuple(replace(o, writers=per_ost.get(o.index, 0)) if per_ost.get(o.index) else o for o in cluster.osts)
+    osses = {k: replace(v, writers=per_oss.get(k, 0)) if per_oss.get(k) else v for k, v in cluster.osses.items()}
+    return ClusterState(osts, osses, cluster.fill_cap)
+
+
 def stale_cutoff(now: datetime, stale_s: float) -> datetime:
     return now - timedelta(seconds=stale_s)
 

@@ -89,3 +89,50 @@ def test_every_mirror_costs_write_bandwidth_and_the_preferred_mirror_is_on_the_i
 def test_mirror_count_outside_1_to_4_is_refused(count):
     with pytest.raises(ValueError, match="mirror_count"):
         WriteRequest("a", "/f", 1, 1, mirror_count=count)
+
+
+def test_available_throughput_is_the_smaller_of_headroom_and_fair_share():
+    """CEFT: an OST 100 MiB/s busy with three other writers gives a new job min(200 - 100, 200 / 4) = 50 MiB/s."""
+    mib = 1 << 20
+    ost = OST(0, "oss0", 1 << 20, 1 << 20, bandwidth=200 * mib, load=100 * mib, writers=3)
+    assert ost.usable_bandwidth == 50 * mib
+    assert OST(0, "oss0", 1 << 20, 1 << 20, bandwidth=200 * mib, load=100 * mib).usable_bandwidth == 100 * mib
+    shared = ClusterState.build([OST(i, f"oss{i}", 1 << 26, 1 << 26, writers=3 if i == 0 else 0) for i in range(2)])
+    placed = make_policy("iez").place(shared, [WriteRequest("a", "/f", GiB, 1)])
+    assert placed.allocations[0].osts == (1,)  # the OST three other jobs write on is a quarter as fast
+
+
+def test_fair_share_in_the_live_view_counts_other_jobs_reservations(tmp_path):
+    from datetime import timedelta
+
+    from conftest import fresh_db
+    from iez.config import database_url
+    from iez.db.engine import make_engine, write_session
+    from iez.db.models import AllocationRow, OssRow, OstRow, Reservation, WriteRequestRow, utcnow
+    from iez.db.requests import RequestIn, upsert_requests
+    from iez.db.stats import with_writers, writers
+
+    engine = make_engine(database_url(fresh_db("sqlite", tmp_path, "fair")))
+    now = utcnow()
+    with write_session(engine) as s:
+        s.add(OssRow(oss_id="oss0", seq=1, cpu_pct=0, mem_pct=0, sample_time=now, received=now))
+        for i in range(2):
+            s.add(OstRow(ost_index=i, name=f"fs-OST{i:04x}", oss_id="oss0", kbytes_total=1 << 20,
+                         kbytes_avail=1 << 20, sample_time=now))
+        for app in ("a", "b"):
+            (rid,) = upsert_requests(s, app, [RequestIn(f"/l/{app}", 1, 1)])
+            row = AllocationRow(request_id=rid, path=f"/l/{app}", stripe_size=65536, stripe_count=1, osts="0",
+                                policy="iez", created=now)
+            s.add(row)
+            s.flush()
+            s.add(Reservation(allocation_id=row.id, ost_index=0, bytes=1, expires=now + timedelta(hours=1)))
+        app_b = s.scalar(__import__("sqlalchemy").select(WriteRequestRow.app_id).where(WriteRequestRow.path == "/l/b"))
+        per_ost, per_oss = writers(s, now)
+        assert (per_ost, per_oss) == ({0: 2}, {"oss0": 2})
+        assert writers(s, now, exclude_app=app_b) == ({0: 1}, {"oss0": 1})
+        assert writers(s, now + timedelta(hours=2)) == ({}, {})  # expired reservations are no writers
+    cluster = with_writers(ClusterState.build([OST(0, "oss0", 1 << 20, 1 << 20), OST(1, "oss0", 1 << 20, 1 << 20)]),
+                           {0: 2}, {"oss0": 2})
+    assert cluster.osts[0].usable_bandwidth == cluster.osts[0].bandwidth / 3 and cluster.osts[1].writers == 0
+    assert cluster.osses["oss0"].writers == 2
+    engine.dispose()
