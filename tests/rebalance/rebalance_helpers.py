@@ -16,21 +16,23 @@ KiB, MiB = 1024, 1 << 20
 STRIPE = 64 * KiB
 
 
-def description(osts: list[dict], per_oss: int, fill_cap: float = 0.95) -> dict:
-    """A cluster description (the JSON contract): ``osts`` rows with index, mib, state, pools, base (fill)."""
+def description(osts: list[dict], per_oss: int, fill_cap: float = 0.95, mib_s: float = 200.0) -> dict:
+    """A cluster description (the JSON contract): ``osts`` rows with index, mib, state, pools, base (fill);
+    every OST ``mib_s`` fast, every OSS twice that."""
     servers: dict[str, list] = {}
     for o in osts:
         total = o["mib"] * 1024
         servers.setdefault(f"oss{o['index'] // per_oss}", []).append(
             {"index": o["index"], "kbytes_total": total, "kbytes_avail": int(total * (1 - o.get("base", 0.0))),
-             "state": o.get("state", "active"), "pools": o.get("pools", [])})
-    return {"fill_cap": fill_cap, "oss": [{"id": k, "osts": v} for k, v in servers.items()]}
+             "state": o.get("state", "active"), "pools": o.get("pools", []), "bandwidth_mib_s": mib_s})
+    return {"fill_cap": fill_cap, "oss": [{"id": k, "bandwidth_mib_s": 2 * mib_s, "osts": v}
+                                          for k, v in servers.items()]}
 
 
-def make_cluster(tmp: Path, osts: list[dict], per_oss: int = 4) -> Path:
+def make_cluster(tmp: Path, osts: list[dict], per_oss: int = 4, mib_s: float = 200.0) -> Path:
     """The emulated cluster under tmp/root (no agents), its data directory tmp/root/data."""
     desc = tmp / "cluster-desc.json"
-    desc.write_text(json.dumps(description(osts, per_oss)))
+    desc.write_text(json.dumps(description(osts, per_oss, mib_s=mib_s)))
     root = tmp / "root"
     create(layout_from_description(root, [str(root / "data")], desc))
     return root
