@@ -242,8 +242,10 @@ class Demo:
 
         emulated = ClusterLayout.load(self.services.cluster_root).cluster_state()
         run.emulated_modelled_s = io_time(emulated, bytes_per_ost)
+        # a Lustre client keeps a file's dirty pages for all its OSTs in flight at once (write-back up to
+        # max_dirty_mb per OSC): 32 MiB per server per rank here, each standing for MEASURE_SCALE
         env = {"LD_PRELOAD": str(self.lib), "IEZ_MODE": "off", "IEZ_EMULATE": str(self.services.cluster_root),
-               "IEZ_STATE_DIR": str(self.work / "state")}
+               "IEZ_STATE_DIR": str(self.work / "state"), "IEZ_EMULATE_WINDOW": str(32 << 20)}
         run.emulated_measured_s = measure(self.ranks, self.out, env, MEASURE_SCALE)
 
     def _judge(self, policy: str, bytes_per_ost: dict[int, int], start: dict[int, int], measured: bool) -> PolicyRun:

@@ -223,6 +223,15 @@ void iez_bw_load(const char *root)
     lanes = (uint64_t *)(void *)(classes + (size_t)nc * BW_SLOT);
     limits = (const unsigned char *)(lanes + ((size_t)no + ns) * nc);
     files = f;
+    const char *wv = getenv("IEZ_EMULATE_WINDOW"); /* this process's bytes in flight per server */
+    if (wv && *wv) {
+        char *end;
+        double v = strtod(wv, &end);
+        if (*end == '\0' && v >= 0 && v <= 1e12)
+            window = v;
+        else
+            iez_debug("IEZ_EMULATE_WINDOW=%s is not a byte count: the table's window", wv);
+    }
     const char *k = getenv("IEZ_EMULATE_SCALE");
     if (k && *k) {
         char *end;
