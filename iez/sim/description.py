@@ -11,7 +11,9 @@ The JSON form::
 Bandwidths are MiB/s in the file and bytes/s in the model. Defaults: OST
 200 MiB/s and OSS 600 MiB/s (or what the caller passes), ``fill_cap`` 0.95,
 ``state`` ``active``, ``pools`` ``[]``, ``load_mib_s`` 0, ``domain`` the OSS's
-id; an OSS may also carry ``cpu_pct`` and ``mem_pct``. A key that looks like a
+id; an OSS may also carry ``cpu_pct`` and ``mem_pct``, an OST ``writers`` (other
+jobs writing there now: CEFT's fair share, bandwidth / (writers + 1), caps
+what a new job expects; default 0). A key that looks like a
 misspelt known key is an error; other unknown keys are ignored, so the
 format can grow.
 
@@ -46,7 +48,7 @@ DEFAULT_LFS_DF_OSTS_PER_OSS = 5
 
 _TOP_KEYS = ("fill_cap", "oss", "name", "description")
 _OSS_KEYS = ("id", "bandwidth_mib_s", "domain", "cpu_pct", "mem_pct", "osts")
-_OST_KEYS = ("index", "kbytes_total", "kbytes_avail", "bandwidth_mib_s", "load_mib_s", "pools", "state")
+_OST_KEYS = ("index", "kbytes_total", "kbytes_avail", "bandwidth_mib_s", "load_mib_s", "pools", "state", "writers")
 
 
 class DescriptionError(ValueError):
@@ -157,9 +159,12 @@ def _json_ost(target: Any, oss_id: str, source: str, at: str, defaults: Defaults
     pools = target.get("pools", [])
     if not isinstance(pools, list) or not all(isinstance(p, str) and p for p in pools):
         raise DescriptionError(f"{source}: {at}.pools: must be a list of pool names")
+    writers = _integer(target, "writers", source, at) if target.get("writers") is not None else 0
+    if writers < 0:
+        raise DescriptionError(f"{source}: {at}.writers: must not be negative")
     try:
         return OST(index, oss_id, total, avail, bandwidth * MiB if bandwidth is not None else defaults.ost_bandwidth,
-                   load * MiB, state, tuple(dict.fromkeys(pools)))
+                   load * MiB, state, tuple(dict.fromkeys(pools)), writers)
     except ValueError as err:
         raise DescriptionError(f"{source}: {at}: {err}") from None
 
@@ -321,7 +326,7 @@ def to_json(cluster: ClusterState) -> dict:
             server["mem_pct"] = oss.mem_pct
         server["osts"] = [{"index": o.index, "kbytes_total": o.kbytes_total, "kbytes_avail": o.kbytes_avail,
                            "bandwidth_mib_s": o.bandwidth / MiB, "load_mib_s": o.load / MiB,
-                           "pools": list(o.pools), "state": o.state}
+                           "pools": list(o.pools), "state": o.state, **({"writers": o.writers} if o.writers else {})}
                           for o in cluster.osts if o.oss_id == oss_id]
         servers.append(server)
     return {"fill_cap": cluster.fill_cap, "oss": servers}

@@ -136,3 +136,21 @@ def test_fair_share_in_the_live_view_counts_other_jobs_reservations(tmp_path):
     assert cluster.osts[0].usable_bandwidth == cluster.osts[0].bandwidth / 3 and cluster.osts[1].writers == 0
     assert cluster.osses["oss0"].writers == 2
     engine.dispose()
+
+
+def test_a_cluster_description_gives_each_ost_its_writers():
+    import json as _json
+
+    from iez.sim.description import DescriptionError, parse_json, to_json
+
+    def described(writers):
+        return _json.dumps({"oss": [{"id": f"oss{k}", "osts": [
+            {"index": k, "kbytes_total": 1 << 26, "kbytes_avail": 1 << 26, **({"writers": writers} if k == 0 else {})}]}
+            for k in range(2)]})
+
+    cluster = parse_json(described(3))
+    assert [o.writers for o in cluster.osts] == [3, 0]
+    assert to_json(cluster)["oss"][0]["osts"][0]["writers"] == 3
+    assert make_policy("iez").place(cluster, [WriteRequest("a", "/f", GiB, 1)]).allocations[0].osts == (1,)
+    with pytest.raises(DescriptionError, match="writers"):
+        parse_json(described(-1))
