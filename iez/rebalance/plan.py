@@ -33,8 +33,10 @@ from dataclasses import dataclass, field
 DEFAULT_TARGET = 0.10
 #: Instances with at most this many stripe-to-OST choices are also solved exactly (the cheaper plan wins).
 EXACT_MAX_CHOICES = 600
-#: Band positions tried around the continuous optimum, in units of the target.
+#: Band positions tried around the continuous optimum, in units of the target (fewer on large instances).
 BAND_OFFSETS = (0.0, -0.125, 0.125, -0.25, 0.25, -0.5, 0.5)
+LARGE_FILES = 20_000
+LARGE_OFFSETS = (0.0, -0.25, 0.25)
 
 
 @dataclass(frozen=True)
@@ -461,14 +463,19 @@ def _swaps(capacity, load, files, moves, target, deadline, width: int = 3) -> di
             if j not in f.osts:
                 yield f.osts[:s] + (j,) + f.osts[s + 1:]
 
+    by_size = sorted(range(len(files)), key=lambda i: files[i].size)
+    sizes = [files[i].size for i in by_size]
     improved = True
     while improved and time.monotonic() < deadline:
         improved = False
         for a in sorted(moves, key=lambda i: -files[i].size):
+            if time.monotonic() >= deadline:
+                break
             rest = {i: to for i, to in moves.items() if i != a}
-            base = np.array([_apply(load, files, rest)[j] for j in order], dtype=float)
-            small = sorted((i for i in range(len(files)) if i not in moves and files[i].size < files[a].size),
-                           key=lambda i: -files[i].size)[:200]
+            after = _apply(load, files, rest)
+            base = np.array([after[j] for j in order], dtype=float)
+            below = bisect.bisect_left(sizes, files[a].size)
+            small = [i for i in reversed(by_size[max(0, below - 400):below]) if i not in moves][:200]
             found = None
             for b in small:
                 for to_b in options(base, b):
@@ -515,11 +522,15 @@ def plan_domain(osts: list[Ost], files: list[File], target: float = DEFAULT_TARG
     low, result.lower_bound = balance_point(load, capacity, target)
     result.lower_bound = int(result.lower_bound)
     by_ost = _index(files)
-    found = _search(capacity, load, files, by_ost, target, fill_cap)
+    large = len(files) > LARGE_FILES
+    found = _search(capacity, load, files, by_ost, target, fill_cap, offsets=LARGE_OFFSETS if large else BAND_OFFSETS,
+                    modes=(True,) if large else (True, False))
+    searched = time.monotonic() - started
     if found[0] <= target + 1e-9:
         moves = _prune(capacity, load, files, found[2], target)
         deadline = time.monotonic() + improve_s
-        moves = _improve(capacity, load, files, by_ost, moves, target, fill_cap, deadline)
+        if searched * 4 < improve_s:  # each step of the local search is a whole search again
+            moves = _improve(capacity, load, files, by_ost, moves, target, fill_cap, deadline)
         if sum(files[i].size for i in moves) > result.lower_bound:
             moves = _restarts(capacity, load, files, moves, target, fill_cap, time.monotonic() + improve_s / 2,
                               seed, result.lower_bound)
