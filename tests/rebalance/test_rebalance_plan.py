@@ -157,3 +157,41 @@ def test_bad_options_are_one_line(tmp_path):
     done = subprocess.run([sys.executable, "-m", "iez.cli", "rebalance", "plan", "--cluster", str(tmp_path / "none")],
                           capture_output=True, text=True)
     assert done.returncode == 2 and "no emulated cluster" in done.stderr
+
+
+def test_plan_from_the_db_live_view_and_files_below_root(tmp_path):
+    from datetime import timedelta
+
+    from conftest import fresh_db
+    from iez.config import database_url
+    from iez.db.engine import make_engine
+    from iez.db.models import utcnow
+    from iez.db.stats import OssReport, OstReport
+    from iez.mds.store import store_batch
+
+    rng = random.Random(8)
+    data = tmp_path / "lustre"
+    on = {0: 0, 1: 0, 2: 0, 3: 0}
+    for n in range(40):  # OSTs 0 and 1 hold the files, 2 and 3 are new
+        j = n % 2
+        size = rng.randint(64 * KiB, 512 * KiB)
+        write_file(data / f"f{n}", size, (j,), rng)
+        on[j] += size
+    db = fresh_db("sqlite", tmp_path, "iez")
+    engine = make_engine(database_url(db))
+    now = utcnow()
+    total_kb = 16 * 1024
+    osts = [OstReport(f"fs-OST{j:04x}", j, total_kb, total_kb - -(-on[j] // 1024), 0, 0, "active") for j in range(4)]
+    store_batch(engine, [(OssReport("oss0", 1, now - timedelta(seconds=1), 1.0, 1.0, osts, 60.0), now)],
+                {3: ("nocreate", None, None)})
+    engine.dispose()
+    done = subprocess.run([sys.executable, "-m", "iez.cli", "rebalance", "plan", "--db", db, "--root", str(data),
+                           "--json", "--improve-s", "0.5"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    plan = json.loads(done.stdout)
+    assert plan["pools"][0]["osts"] == [0, 1, 2]  # OST 3 refuses new stripes (nocreate in the live view)
+    assert plan["spread_after"] <= 0.10 < plan["spread_before"]
+    assert plan["moves"] and all(m["to"] == [2] for m in plan["moves"])
+    done = subprocess.run([sys.executable, "-m", "iez.cli", "rebalance", "plan", "--db", db],
+                          capture_output=True, text=True)
+    assert done.returncode == 2 and "--db needs --root" in done.stderr
