@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import json
 import sys
 from datetime import datetime, timezone
@@ -36,6 +37,7 @@ from iez.db.models import Run
 from iez.db.owners import login_user
 from iez.db.requests import RequestIn, application, upsert_requests
 from iez.layout.model import components_text
+from iez.model import MAX_MIRRORS
 from iez.trace.darshan import DarshanImport, read_log
 from iez.trace.parse import ParsedRun, Request, RunCounts, TraceDir, parse_dir
 
@@ -65,6 +67,9 @@ def _add_parse(actions) -> None:
     p.add_argument("--store", action="store_true", help="store the requests (source traced) and the runs in the DB")
     p.add_argument("--app", metavar="NAME", help="application to store under (default: the app column, "
                    "when it has one value)")
+    p.add_argument("--mirror-count", type=int, metavar="N",
+                   help="the application's policy: every file gets N copies (1 to 4; FLR mirrors, each in its own "
+                   "failure domains), whatever its traced layout had")
     add_db_option(p)
     p.set_defaults(handler=_parse)
 
@@ -198,6 +203,11 @@ def _parse(args: argparse.Namespace) -> int:
     if not args.store and (args.db or args.app):
         raise ValueError("--db and --app only apply with --store")
     parsed = _parse_app(args.dir, args.job, args.keep_empty, args.app if args.store else None)
+    if args.mirror_count is not None:
+        if not 1 <= args.mirror_count <= MAX_MIRRORS:
+            raise ValueError(f"--mirror-count {args.mirror_count}: give 1 to {MAX_MIRRORS} copies")
+        parsed = dataclasses.replace(parsed, requests=[dataclasses.replace(r, mirror_count=args.mirror_count)
+                                                       for r in parsed.requests])
     stored = store(settings_from(args), app_name(args.app, parsed.apps), parsed.requests, parsed.runs) \
         if args.store else None
     if args.out:

@@ -99,3 +99,24 @@ def test_a_trace_of_an_flr_file_is_learnt_with_its_mirror_count(tmp_path):
     as_json.write_text(json.dumps([{"file": "/x", "write_bytes": MIB, "stripe_count": 1, "mirror_count": 3}]))
     assert [r.mirror_count for job in load_requests(as_json) for r in job.requests] == [3]
     assert merge_requests([]) == []
+
+
+def test_an_applications_policy_asks_for_mirrors_at_trace_parse(tmp_path, db):
+    row = {"path": "/d/a", "bytes_written": MIB, "file_size": MIB, "stripe_count": 1, "stripe_size": MIB, "rank": 0,
+           "comm_size": 1, "open_time": "1700000000.25", "pid": 1, "host": "n1", "app": "a", "job": "1",
+           "layout": "", "dir_layout": ""}
+    with open(tmp_path / "iez-trace.a.csv", "w") as out:
+        out.write(",".join(TRACE_COLUMNS) + "\n" + ",".join(str(row.get(c, "")) for c in TRACE_COLUMNS) + "\n")
+    done = iez_cli("trace", "parse", str(tmp_path), "--mirror-count", "2", "--json", "--store", "--db", db,
+                   "--app", "a")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)[0]["mirror_count"] == 2
+    engine = make_engine(database_url(db))
+    try:
+        with engine.connect() as conn:
+            assert conn.execute(__import__("sqlalchemy").text(
+                "SELECT mirror_count FROM write_requests WHERE path = '/d/a'")).scalar() == 2
+    finally:
+        engine.dispose()
+    bad = iez_cli("trace", "parse", str(tmp_path), "--mirror-count", "5")
+    assert bad.returncode != 0 and "--mirror-count 5: give 1 to 4 copies" in bad.stderr
