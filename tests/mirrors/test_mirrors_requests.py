@@ -16,7 +16,7 @@ from iez.db.models import OstRow
 from iez.layout.emulated import parse_attr
 from iez.sim.workloads import load_requests
 from iez.trace.csvformat import TRACE_COLUMNS
-from iez.trace.parse import merge_requests, parse_dir
+from iez.trace.parse import parse_dir
 
 MIB = 1 << 20
 GiB_KB = 1 << 20
@@ -98,7 +98,6 @@ def test_a_trace_of_an_flr_file_is_learnt_with_its_mirror_count(tmp_path):
     as_json = tmp_path / "requests.json"
     as_json.write_text(json.dumps([{"file": "/x", "write_bytes": MIB, "stripe_count": 1, "mirror_count": 3}]))
     assert [r.mirror_count for job in load_requests(as_json) for r in job.requests] == [3]
-    assert merge_requests([]) == []
 
 
 def test_an_applications_policy_asks_for_mirrors_at_trace_parse(tmp_path, db):
