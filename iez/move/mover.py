@@ -29,7 +29,8 @@ from iez.move.placement import Placer
 
 MiB = 1024 * 1024
 #: Files are placed just in time: a batch of one file per worker (at least ``BATCH``) is placed and queued
-#: when fewer than ``LOW_WATER`` chunks per worker are queued outside congested OSTs.
+#: when fewer than ``LOW_WATER`` chunks per worker are queued outside congested OSTs, or fewer OSTs than
+#: workers have work (up to four times that).
 BATCH = 4
 LOW_WATER = 8
 #: A terminal shows progress for movements running longer than this.
@@ -352,10 +353,18 @@ class Queues:
         if new:
             self._place_again(new)
         size = max(BATCH, self.m.options.workers)
-        while self.unplaced and self._ready() < self.low_water:
+        while self.unplaced and (self._ready() < self.low_water or self._too_few_osts(congested)):
             batch = [self.unplaced.popleft() for _ in range(min(size, len(self.unplaced)))]
             self.m.prepare(batch)
             self._enqueue(batch)
+
+    def _too_few_osts(self, congested: set[int]) -> bool:
+        """Fewer OSTs with work than workers (and not yet 4 low waters queued): workers would idle, since
+        two never serve one OST."""
+        if self._ready() >= 4 * self.low_water:
+            return False
+        with_work = sum(1 for key, q in self.queues.items() if q and key not in congested)
+        return with_work < self.m.options.workers
 
     def _enqueue(self, batch: list[fileops.FileJob]) -> None:
         for job in batch:
