@@ -31,7 +31,7 @@ def register(subparsers) -> None:
         "loads, away from congested OSTs (in an emulated cluster's data directories or on Lustre). "
         "Every file is written under a temporary name, fsynced and renamed; a failed file is one line "
         "on stderr and the others are still copied (exit 1).")
-    parser.add_argument("paths", nargs="+", metavar="SRC... DST", help="sources (files or directories) then DST")
+    parser.add_argument("paths", nargs="+", metavar="PATH", help="SRC... (files or directories), then DST")
     parser.add_argument("--naive", action="store_true",
                         help="the paper's baseline: each worker copies whole files in turn, destinations "
                         "placed round-robin")
