@@ -154,7 +154,7 @@ class _Band:
 
     def __init__(self, capacity: dict[int, int], load: dict[int, float], files: list[File],
                  by_ost: dict[int, list[tuple[int, int]]], low: float, target: float, fill_cap: float,
-                 frozen: set[int] = frozenset(), exact_first: bool = True):
+                 frozen: set[int] = frozenset(), exact_first: bool = True, asc=None):
         self.capacity, self.files, self.by_ost = capacity, files, by_ost
         self.load = dict(load)
         self.low = {j: low * c for j, c in capacity.items()}
@@ -163,6 +163,7 @@ class _Band:
         self.top = {j: min(self.high[j], max(fill_cap * c, load[j])) for j, c in capacity.items()}
         self.where = {i: list(f.osts) for i, f in enumerate(files)}  # current OSTs of each file
         self.exact_first = exact_first
+        self.asc = asc if asc is not None else _ascending(by_ost)
         self.frozen = frozen  # files an earlier plan moved (or forbade): not touched again
         self.moved: set[int] = set(frozen)
         self._heap = [(self.load[j] / c, j) for j, c in capacity.items()]
@@ -281,28 +282,35 @@ class _Band:
     def raise_low(self) -> None:
         under = sorted((j for j in self.capacity if self.load[j] < self.low[j] - 1e-6), key=self._fill)
         for k in under:
-            donors = sorted((j for j in self.capacity if j != k and self.load[j] > self.low[j]),
-                            key=self._fill, reverse=True)[:16]
-            for j in donors:
-                for b, i in self.by_ost.get(j, []):
+            donors = heapq.nlargest(16, (j for j in self.capacity if j != k and self.load[j] > self.low[j]),
+                                    key=self._fill)
+
+            def fits(j: int, b: int, i: int) -> bool:
+                return not (i in self.moved or self.load[j] - b < self.low[j] - 1e-6
+                            or self.load[k] + b > self.top[k] + 1e-6 or k in self.where[i])
+
+            for j in donors:  # the largest stripes that still fit the shortfall, from the fullest donors
+                sizes, ids = self.asc.get(j, ((), ()))
+                n, looked = len(sizes), 0
+                while looked < 256:
                     deficit = self.low[k] - self.load[k]
-                    if deficit <= 1e-6:
+                    n = min(n, bisect.bisect_right(sizes, deficit))
+                    if deficit <= 1e-6 or n == 0:
                         break
-                    if i in self.moved or b > deficit or self.load[j] - b < self.low[j] - 1e-6:
-                        continue
-                    if self.load[k] + b > self.top[k] + 1e-6 or k in self.where[i]:
-                        continue
-                    self._relocate_to(i, self.where[i].index(j), k)
+                    n -= 1
+                    looked += 1
+                    if fits(j, sizes[n], ids[n]):
+                        self._relocate_to(ids[n], self.where[ids[n]].index(j), k)
             deficit = self.low[k] - self.load[k]
-            if deficit > 1e-6:
+            if deficit > 1e-6:  # the cheapest file whose stripe covers the rest
                 best = None
                 for j in donors:
-                    for b, i in self.by_ost.get(j, []):
-                        if (i in self.moved or b < deficit or self.load[j] - b < self.low[j] - 1e-6
-                                or self.load[k] + b > self.top[k] + 1e-6 or k in self.where[i]):
-                            continue
-                        if best is None or self.files[i].size < self.files[best[1]].size:
-                            best = (j, i)
+                    sizes, ids = self.asc.get(j, ((), ()))
+                    n = bisect.bisect_left(sizes, deficit)
+                    for m in range(n, min(len(sizes), n + 32)):
+                        if fits(j, sizes[m], ids[m]) and (best is None or self.files[ids[m]].size
+                                                          < self.files[best[1]].size):
+                            best = (j, ids[m])
                 if best:
                     j, i = best
                     self._relocate_to(i, self.where[i].index(j), k)
@@ -336,6 +344,15 @@ def _index(files: list[File], rng=None) -> dict[int, list[tuple[int, int]]]:
     return by_ost
 
 
+def _ascending(by_ost: dict[int, list[tuple[int, int]]]) -> dict[int, tuple[list[int], list[int]]]:
+    """Per OST its stripes' sizes ascending and their files, for bisecting."""
+    out = {}
+    for j, items in by_ost.items():
+        pairs = sorted(items)
+        out[j] = ([b for b, _ in pairs], [i for _, i in pairs])
+    return out
+
+
 def _apply(load: dict[int, float], files: list[File], moves: dict[int, tuple[int, ...]]) -> dict[int, float]:
     out = dict(load)
     for i, to in moves.items():
@@ -353,7 +370,8 @@ def _prune(capacity, load, files, moves, target) -> dict[int, tuple[int, ...]]:
     order = list(capacity)
     pos = {j: n for n, j in enumerate(order)}
     cap = np.array([capacity[j] for j in order], dtype=float)
-    now = np.array([_apply(load, files, moves)[j] for j in order], dtype=float)
+    after = _apply(load, files, moves)
+    now = np.array([after[j] for j in order], dtype=float)
     kept = dict(moves)
     for i in sorted(moves, key=lambda i: -files[i].size):
         f, to = files[i], moves[i]
@@ -374,9 +392,11 @@ def _search(capacity, load, files, by_ost, target, fill_cap, frozen=frozenset(),
     reaches ``target``, else of the one that comes closest."""
     low, _ = balance_point(load, capacity, target)
     best = None
+    asc = _ascending(by_ost)
     for offset in offsets:
         for exact_first in modes:
-            band = _Band(capacity, load, files, by_ost, low + offset * target, target, fill_cap, frozen, exact_first)
+            band = _Band(capacity, load, files, by_ost, low + offset * target, target, fill_cap, frozen, exact_first,
+                         asc)
             band.shed()
             band.raise_low()
             moves = band.moves()
