@@ -57,12 +57,16 @@
 struct bw_comp {
     uint64_t start, end, stripe_size;
     uint16_t count, first; /* count 0: no OSTs there (not instantiated, or Data-on-MDT) */
+    unsigned char mirror;  /* FLR: the copy it belongs to (0: no mirrors) */
 };
 
 struct bw_file {
     int active;
     int ncomps;
     uint64_t pending;     /* when the last byte this descriptor sent is served (close waits for it) */
+    unsigned char write_mirror, read_mirror; /* FLR: writes go to the primary copy (the others go stale until a
+                                                resync); reads to the preferred copy, else the first in sync,
+                                                or the one LL_IOC_FLR_SET_MIRROR pinned on this descriptor */
     struct bw_comp comps[BW_COMPS];
     uint16_t osts[BW_OSTS];
 };
@@ -264,18 +268,31 @@ void iez_bw_opened(int fd)
         if (l->ncomps == 0) {
             ok = l->stripe_count >= 1 && l->stripe_count <= BW_OSTS;
             bf->ncomps = 1;
-            bf->comps[0] = (struct bw_comp){ 0, UINT64_MAX, l->stripe_size, (uint16_t)l->stripe_count, 0 };
+            bf->comps[0] = (struct bw_comp){ 0, UINT64_MAX, l->stripe_size, (uint16_t)l->stripe_count, 0, 0 };
+            bf->write_mirror = bf->read_mirror = 0;
             for (int i = 0; ok && i < l->stripe_count; i++)
                 bf->osts[i] = (uint16_t)l->osts[i];
         } else {
             ok = l->ncomps <= BW_COMPS;
             bf->ncomps = l->ncomps;
+            bf->write_mirror = l->comps[0].mirror;
+            bf->read_mirror = 0;
+            for (int c = 0; c < l->ncomps && c < BW_COMPS; c++) {
+                const struct iez_comp *comp = &l->comps[c];
+                if (comp->mirror && (comp->mirror_flags & IEZ_MIRROR_PREFER))
+                    bf->read_mirror = comp->mirror;
+            }
+            for (int c = 0; !bf->read_mirror && c < l->ncomps && c < BW_COMPS; c++)
+                if (!(l->comps[c].mirror_flags & IEZ_MIRROR_STALE))
+                    bf->read_mirror = l->comps[c].mirror;
+            if (!bf->read_mirror)
+                bf->read_mirror = bf->write_mirror;
             for (int c = 0; ok && c < l->ncomps; c++) {
                 const struct iez_comp *comp = &l->comps[c];
                 int count = comp->nosts > 0 && comp->stripe_size > 0 ? comp->nosts : 0;
                 ok = used + count <= BW_OSTS;
                 bf->comps[c] = (struct bw_comp){ comp->start, comp->end, comp->stripe_size, (uint16_t)count,
-                                                 (uint16_t)used };
+                                                 (uint16_t)used, comp->mirror };
                 for (int i = 0; ok && i < count; i++)
                     bf->osts[used + i] = (uint16_t)l->osts[comp->first_ost + i];
                 used += count;
@@ -420,7 +437,20 @@ static void sleep_until(uint64_t t)
     }
 }
 
-void iez_bw_io(int fd, int64_t off, int64_t len, uint64_t started_ns)
+int iez_bw_set_mirror(int fd, unsigned long mirror)
+{
+    if (fd < 0 || fd >= BW_FDS || !files[fd].active)
+        return -1;
+    struct bw_file *bf = &files[fd];
+    for (int c = 0; c < bf->ncomps; c++)
+        if (bf->comps[c].mirror && bf->comps[c].mirror == mirror) {
+            bf->read_mirror = (unsigned char)mirror;
+            return 0;
+        }
+    return -1;
+}
+
+void iez_bw_io(int fd, int64_t off, int64_t len, uint64_t started_ns, int writing)
 {
     if (fd < 0 || fd >= BW_FDS || len <= 0 || off < 0 || !files[fd].active)
         return;
@@ -431,8 +461,10 @@ void iez_bw_io(int fd, int64_t off, int64_t len, uint64_t started_ns)
         off = (int64_t)((double)off * scale);
         len = (int64_t)((double)len * scale);
     }
+    unsigned char mirror = writing ? bf->write_mirror : bf->read_mirror;
     for (int c = 0; c < bf->ncomps; c++)
-        split(&bf->comps[c], (uint64_t)off, (uint64_t)len, per);
+        if (bf->comps[c].mirror == mirror) /* one copy serves the call (all components when unmirrored) */
+            split(&bf->comps[c], (uint64_t)off, (uint64_t)len, per);
     int nosts = 0;
     for (int c = 0; c < bf->ncomps; c++)
         if (bf->comps[c].first + bf->comps[c].count > nosts)

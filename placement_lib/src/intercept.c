@@ -2,10 +2,12 @@
  * result and errno the application sees; iez's own work happens before it
  * (placement) or after it with errno saved (tracing). */
 #include "iez.h"
+#include "lustre.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -15,7 +17,7 @@ SLOT(open); SLOT(open64); SLOT(openat); SLOT(openat64); SLOT(__open_2); SLOT(__o
 SLOT(__openat_2); SLOT(__openat64_2); SLOT(fopen); SLOT(fopen64); SLOT(close); SLOT(fclose);
 SLOT(write); SLOT(pwrite); SLOT(pwrite64); SLOT(writev); SLOT(pwritev); SLOT(pwritev64); SLOT(pwritev2);
 SLOT(fwrite); SLOT(copy_file_range); SLOT(sendfile); SLOT(sendfile64); SLOT(_exit); SLOT(_Exit); SLOT(socket);
-SLOT(read); SLOT(pread); SLOT(pread64); SLOT(readv); SLOT(preadv); SLOT(preadv64); SLOT(preadv2);
+SLOT(ioctl); SLOT(read); SLOT(pread); SLOT(pread64); SLOT(readv); SLOT(preadv); SLOT(preadv64); SLOT(preadv2);
 
 typedef FILE *(*fopen_fn)(const char *, const char *);
 typedef int (*open2_fn)(const char *, int);
@@ -285,22 +287,28 @@ IEZ_EXPORT FILE *fopen64(const char *path, const char *mode)
 #define COUNT_WRITE(fd, r) iez_count_write((fd), (r))
 
 /* Emulated bandwidth: the call took its bytes at the descriptor's position (read after it) or at off. */
-static inline void bw_seq(int fd, ssize_t r, uint64_t t0)
+static inline void bw_seq_rw(int fd, ssize_t r, uint64_t t0, int writing)
 {
     if (r > 0 && __builtin_expect(iez_bw_on, 0) && iez_bw_tracked(fd)) {
         int saved = errno;
         off_t pos = lseek(fd, 0, SEEK_CUR);
         errno = saved;
         if (pos >= r)
-            iez_bw_io(fd, pos - r, r, t0);
+            iez_bw_io(fd, pos - r, r, t0, writing);
     }
 }
 
-static inline void bw_at(int fd, ssize_t r, off_t off, uint64_t t0)
+static inline void bw_at_rw(int fd, ssize_t r, off_t off, uint64_t t0, int writing)
 {
     if (r > 0 && __builtin_expect(iez_bw_on, 0) && iez_bw_tracked(fd))
-        iez_bw_io(fd, off, r, t0);
+        iez_bw_io(fd, off, r, t0, writing);
 }
+
+/* The write family writes; reads name their side with rd_* below. */
+#define bw_seq(fd, r, t0) bw_seq_rw((fd), (r), (t0), 1)
+#define bw_at(fd, r, off, t0) bw_at_rw((fd), (r), (off), (t0), 1)
+#define rd_seq(fd, r, t0) bw_seq_rw((fd), (r), (t0), 0)
+#define rd_at(fd, r, off, t0) bw_at_rw((fd), (r), (off), (t0), 0)
 
 #define BW_T0() (__builtin_expect(iez_bw_on, 0) ? iez_bw_now() : 0)
 
@@ -375,7 +383,7 @@ IEZ_EXPORT ssize_t read(int fd, void *buf, size_t n)
 {
     uint64_t t0 = BW_T0();
     ssize_t r = REAL(read, ssize_t (*)(int, void *, size_t))(fd, buf, n);
-    bw_seq(fd, r, t0);
+    rd_seq(fd, r, t0);
     return r;
 }
 
@@ -383,7 +391,7 @@ IEZ_EXPORT ssize_t pread(int fd, void *buf, size_t n, off_t off)
 {
     uint64_t t0 = BW_T0();
     ssize_t r = REAL(pread, ssize_t (*)(int, void *, size_t, off_t))(fd, buf, n, off);
-    bw_at(fd, r, off, t0);
+    rd_at(fd, r, off, t0);
     return r;
 }
 
@@ -391,7 +399,7 @@ IEZ_EXPORT ssize_t pread64(int fd, void *buf, size_t n, off_t off)
 {
     uint64_t t0 = BW_T0();
     ssize_t r = REAL(pread64, ssize_t (*)(int, void *, size_t, off_t))(fd, buf, n, off);
-    bw_at(fd, r, off, t0);
+    rd_at(fd, r, off, t0);
     return r;
 }
 
@@ -399,7 +407,7 @@ IEZ_EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
 {
     uint64_t t0 = BW_T0();
     ssize_t r = REAL(readv, ssize_t (*)(int, const struct iovec *, int))(fd, iov, cnt);
-    bw_seq(fd, r, t0);
+    rd_seq(fd, r, t0);
     return r;
 }
 
@@ -407,7 +415,7 @@ IEZ_EXPORT ssize_t preadv(int fd, const struct iovec *iov, int cnt, off_t off)
 {
     uint64_t t0 = BW_T0();
     ssize_t r = REAL(preadv, ssize_t (*)(int, const struct iovec *, int, off_t))(fd, iov, cnt, off);
-    bw_at(fd, r, off, t0);
+    rd_at(fd, r, off, t0);
     return r;
 }
 
@@ -415,7 +423,7 @@ IEZ_EXPORT ssize_t preadv64(int fd, const struct iovec *iov, int cnt, off_t off)
 {
     uint64_t t0 = BW_T0();
     ssize_t r = REAL(preadv64, ssize_t (*)(int, const struct iovec *, int, off_t))(fd, iov, cnt, off);
-    bw_at(fd, r, off, t0);
+    rd_at(fd, r, off, t0);
     return r;
 }
 
@@ -424,9 +432,9 @@ IEZ_EXPORT ssize_t preadv2(int fd, const struct iovec *iov, int cnt, off_t off, 
     uint64_t t0 = BW_T0();
     ssize_t r = REAL(preadv2, ssize_t (*)(int, const struct iovec *, int, off_t, int))(fd, iov, cnt, off, flags);
     if (off == -1)
-        bw_seq(fd, r, t0);
+        rd_seq(fd, r, t0);
     else
-        bw_at(fd, r, off, t0);
+        rd_at(fd, r, off, t0);
     return r;
 }
 
@@ -438,9 +446,9 @@ IEZ_EXPORT ssize_t copy_file_range(int in, off_t *in_off, int out, off_t *out_of
     COUNT_WRITE(out, r);
     if (r > 0 && __builtin_expect(iez_bw_on, 0)) {
         if (in_off)
-            bw_at(in, r, *in_off - r, t0);
+            rd_at(in, r, *in_off - r, t0);
         else
-            bw_seq(in, r, t0);
+            rd_seq(in, r, t0);
         if (out_off)
             bw_at(out, r, *out_off - r, t0);
         else
@@ -456,9 +464,9 @@ IEZ_EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t n)
     COUNT_WRITE(out, r);
     if (r > 0 && __builtin_expect(iez_bw_on, 0)) {
         if (off)
-            bw_at(in, r, *off - r, t0);
+            rd_at(in, r, *off - r, t0);
         else
-            bw_seq(in, r, t0);
+            rd_seq(in, r, t0);
         bw_seq(out, r, t0);
     }
     return r;
@@ -471,9 +479,9 @@ IEZ_EXPORT ssize_t sendfile64(int out, int in, off_t *off, size_t n)
     COUNT_WRITE(out, r);
     if (r > 0 && __builtin_expect(iez_bw_on, 0)) {
         if (off)
-            bw_at(in, r, *off - r, t0);
+            rd_at(in, r, *off - r, t0);
         else
-            bw_seq(in, r, t0);
+            rd_seq(in, r, t0);
         bw_seq(out, r, t0);
     }
     return r;
@@ -517,6 +525,22 @@ IEZ_EXPORT int fclose(FILE *fp)
     if (rec)
         iez_trace_size_by_path(rec); /* after the flush fclose does */
     return r;
+}
+
+/* Lustre's LL_IOC_FLR_SET_MIRROR (_IOW('f', 177, long)): on an emulated file with mirrors, its reads come
+ * from that copy, as on Lustre (llapi_mirror_read); everything else is the real ioctl. */
+
+IEZ_EXPORT int ioctl(int fd, unsigned long request, ...)
+{
+    va_list ap;
+    va_start(ap, request);
+    void *arg = va_arg(ap, void *);
+    va_end(ap);
+    if (__builtin_expect(iez_bw_on, 0) && request == (unsigned long)IEZ_LL_IOC_FLR_SET_MIRROR && iez_bw_tracked(fd) &&
+        iez_bw_set_mirror(fd, (unsigned long)arg) == 0)
+        return 0;
+    int (*f)(int, unsigned long, ...) = REAL(ioctl, int (*)(int, unsigned long, ...));
+    return f ? f(fd, request, arg) : (int)syscall(SYS_ioctl, fd, request, arg);
 }
 
 /* The MariaDB client's socket: above the application's range like SQLite's files (fds.c). */

@@ -48,6 +48,7 @@
 #define IEZ_O_LOV_DELAY_CREATE (IEZ_O_LOV_DELAY_CREATE_1_8 | 0400 /* O_NOCTTY */ | 020000 /* FASYNC */)
 #define IEZ_LL_IOC_LOV_SETSTRIPE _IOW('f', 154, long)
 #define IEZ_LL_IOC_LOV_GETSTRIPE _IOW('f', 155, long)
+#define IEZ_LL_IOC_FLR_SET_MIRROR _IOW('f', 177, long) /* a descriptor's reads from one FLR copy */
 
 struct iez_ost_id {
     uint64_t oi_id;

@@ -62,6 +62,7 @@ int main(void)
     EQ("O_LOV_DELAY_CREATE", IEZ_O_LOV_DELAY_CREATE, 0100000000 | O_NOCTTY | FASYNC);
     /* _IOW('f', 154, long) and _IOW('f', 155, long) on a 64-bit ABI */
     EQ("LL_IOC_LOV_SETSTRIPE", IEZ_LL_IOC_LOV_SETSTRIPE, 0x4008669A);
+    EQ("LL_IOC_FLR_SET_MIRROR", IEZ_LL_IOC_FLR_SET_MIRROR, 0x400866B1);
     EQ("LL_IOC_LOV_GETSTRIPE", IEZ_LL_IOC_LOV_GETSTRIPE, 0x4008669B);
 
     EQ("sizeof(ost_id)", sizeof(struct iez_ost_id), 16);

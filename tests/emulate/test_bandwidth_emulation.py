@@ -142,3 +142,41 @@ def test_python_copies_through_sendfile_and_dup_are_slowed(lib, tmp_path):
     # 8 MiB read from OST 0 and written to OST 2 at once (0.2 s), then 8 MiB more to OST 2 (0.2 s)
     assert took >= 0.4 * 0.97
     assert dst.read_bytes()[:4] == b"yyyy" and dst.stat().st_size == 8 * MiB
+
+
+MIRRORED = "version=3 mirror=1 comp=0:eof:1048576:1:0 mirror=2:stale comp=0:eof:1048576:1:2"
+READ_MIRROR = """
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDONLY)
+if sys.argv[2] != "auto":
+    fcntl.ioctl(fd, 0x400866B1, int(sys.argv[2]))  # LL_IOC_FLR_SET_MIRROR, as llapi_mirror_read does
+t0 = time.monotonic()
+while os.read(fd, 1 << 20):
+    pass
+os.close(fd)
+print(time.monotonic() - t0)
+"""
+
+
+def test_a_mirrored_file_writes_its_primary_and_reads_the_copy_asked_for(lib, tmp_path):
+    """FLR in emulation: a write costs the primary copy's OSTs only (the other goes stale until a resync); a
+    read costs one copy - the preferred or first in-sync one, or the one LL_IOC_FLR_SET_MIRROR pinned."""
+    root, data = cluster(tmp_path, ost_mib_s=40, loads={2: 36})  # OST 2 (mirror 2) congested: 4 MiB/s left
+    f = data / "m"
+    f.touch()
+    os.setxattr(f, XATTR, MIRRORED.encode())
+    wrote = timed([dd(f, 8)], env(lib, root))
+    assert 8 / 40 * 0.97 <= wrote < 8 / 4 * 0.5  # at OST 0's speed, not the congested copy's
+    e = env(lib, root)
+
+    def read(mirror: str) -> float:
+        done = subprocess.run([sys.executable, "-c", READ_MIRROR, str(f), mirror], env=e, capture_output=True,
+                              text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return float(done.stdout)
+
+    auto = read("auto")  # mirror 2 is stale: reads come from mirror 1
+    assert 8 / 40 * 0.97 <= auto < 8 / 4 * 0.5
+    pinned_slow = read("2")
+    assert pinned_slow >= 8 / 4 * 0.9  # the congested copy, as asked
+    assert read("1") < pinned_slow / 3
