@@ -10,7 +10,7 @@ It exits 1 when some pool's spread cannot reach the target (the plan then
 comes as close as it can). ``apply`` runs a plan's moves once each through a
 journal (:mod:`iez.rebalance.apply`); under ``IEZ_EMULATE=ROOT`` it runs
 itself again with the placement library preloaded, so its I/O takes the time
-the emulated OSTs give it, at its share (``IEZ_IO_SHARE``, ``IEZ_IO_CLASS=background``).
+the emulated OSTs give it, at its share (``IEZ_IO_SHARE``, ``IEZ_IO_CLASS=rebalance``).
 """
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ def _apply(args: argparse.Namespace) -> int:
     if not 0.0 < args.share <= 1.0:
         raise ValueError(f"--share {args.share}: a fraction of each OST's bandwidth, above 0 and at most 1")
     os.environ["IEZ_IO_SHARE"] = str(args.share)
-    os.environ["IEZ_IO_CLASS"] = "background"
+    os.environ["IEZ_IO_CLASS"] = "rebalance"
     _under_library(args)
     report = apply(args.plan, args.journal, None if args.json else print)
     if args.json:
