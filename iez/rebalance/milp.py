@@ -12,6 +12,9 @@ heuristic (tests, benchmarks), not for a whole file system.
 
 from __future__ import annotations
 
+import os
+import sys
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from iez.rebalance.plan import File, Move, Ost
@@ -24,6 +27,21 @@ class Exact:
     optimal: bool  # False: the solver stopped at its time limit with this feasible plan
     status: str
     bound: int  # bytes no plan can move fewer than (the solver's dual bound; bytes_moved when optimal)
+
+
+@contextmanager
+def _quiet_stdout():
+    """File descriptor 1 on /dev/null for the duration (the solver writes there from C, past sys.stdout)."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 1)
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(null)
 
 
 def solve(osts: list[Ost], files: list[File], target: float, fill_cap: float = 0.95,
@@ -88,8 +106,9 @@ def solve(osts: list[Ost], files: list[File], target: float, fill_cap: float = 0
     integrality[[H, LO]] = 0
     lower, upper = np.zeros(n), np.ones(n)
     lower[[H, LO]], upper[[H, LO]] = -1.0, 2.0
-    res = milp(cost, constraints=LinearConstraint(matrix, low, high), integrality=integrality,
-               bounds=Bounds(lower, upper), options={"time_limit": time_limit})
+    with _quiet_stdout():  # HiGHS may print a diagnostic line on the process's stdout, where the plan's JSON goes
+        res = milp(cost, constraints=LinearConstraint(matrix, low, high), integrality=integrality,
+                   bounds=Bounds(lower, upper), options={"time_limit": time_limit, "disp": False})
     if res.x is None:
         return None
     x = res.x

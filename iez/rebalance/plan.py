@@ -10,16 +10,20 @@ given new OSTs, each one distinct within the file.
 :func:`plan_domain` is a greedy heuristic that scales to thousands of OSTs and
 100,000s of files. For a band ``[L, L + target]`` of fills, the shed pass
 takes files off each OST above the band (per OST, files whose stripe there is
-the largest share of their size first, largest that still fits the excess
-first, and at the end the cheapest file that covers the rest), putting each
-relocated stripe on the emptiest OST with room below the band's top; the fill
+the largest share of their size first, the largest that still fits the excess
+first, first those whose stripe fills an OST under the band most exactly,
+then any that fit, and at the end the cheapest file that covers the rest),
+putting each relocated stripe on the OST under the band it fills most
+exactly, else on the emptiest OST with room below the band's top; the fill
 pass then raises each OST still under the band from the fullest OSTs that stay
 in it. ``L`` starts where the bytes above the band equal the room under it
 (the continuous optimum: moving bytes from OSTs above to OSTs below moves at
-least the larger of the two) and a few neighbours are tried; the cheapest plan
-that reaches the target wins, and a last pass undoes every move (largest
-first) whose undoing keeps the spread under the target.
-:mod:`iez.rebalance.milp` solves the same problem exactly on small instances.
+least the larger of the two, :attr:`DomainPlan.lower_bound`) and a few
+neighbours are tried; the cheapest plan that reaches the target wins, moves
+whose undoing keeps the spread under the target are undone, and a time budget
+goes to local search (undo a move and repair; replace a move by one or two
+smaller ones) and random restarts. Small instances are also solved exactly
+(:mod:`iez.rebalance.milp`) and the cheaper plan is kept.
 """
 
 from __future__ import annotations
