@@ -293,18 +293,22 @@ class _Band:
                 return not (i in self.moved or self.load[j] - b < self.low[j] - 1e-6
                             or self.load[k] + b > self.top[k] + 1e-6 or k in self.where[i])
 
-            for j in donors:  # the largest stripes that still fit the shortfall, from the fullest donors
-                sizes, ids = self.asc.get(j, ((), ()))
-                n, looked = len(sizes), 0
-                while looked < 256:
-                    deficit = self.low[k] - self.load[k]
-                    n = min(n, bisect.bisect_right(sizes, deficit))
-                    if deficit <= 1e-6 or n == 0:
-                        break
-                    n -= 1
-                    looked += 1
-                    if fits(j, sizes[n], ids[n]):
-                        self._relocate_to(ids[n], self.where[ids[n]].index(j), k)
+            # the largest stripes that still fit the shortfall, from the fullest donors; single-stripe files
+            # first (a file is rewritten whole, so one stripe of a wider file costs more than it brings)
+            for single in (True, False):
+                for j in donors:
+                    sizes, ids = self.asc.get(j, ((), ()))
+                    n, looked = len(sizes), 0
+                    while looked < 256:
+                        deficit = self.low[k] - self.load[k]
+                        n = min(n, bisect.bisect_right(sizes, deficit))
+                        if deficit <= 1e-6 or n == 0:
+                            break
+                        n -= 1
+                        looked += 1
+                        i = ids[n]
+                        if (len(self.files[i].osts) == 1) == single and fits(j, sizes[n], i):
+                            self._relocate_to(i, self.where[i].index(j), k)
             deficit = self.low[k] - self.load[k]
             if deficit > 1e-6:  # the cheapest file whose stripe covers the rest
                 best = None
@@ -482,10 +486,18 @@ def _swaps(capacity, load, files, moves, target, deadline, width: int = 3) -> di
         f = files[i]
         fills = now / cap
         s = max(range(len(f.osts)), key=lambda s: fills[pos[f.osts[s]]])
-        for n in np.argsort(fills)[: width + len(f.osts)]:
-            j = order[n]
+        emptiest = [order[n] for n in np.argsort(fills)[: width + len(f.osts)]]
+        for j in emptiest:
             if j not in f.osts:
                 yield f.osts[:s] + (j,) + f.osts[s + 1:]
+        if len(f.osts) > 1:  # every stripe onto the emptiest OSTs, the largest stripe onto the emptiest
+            fresh = [j for j in emptiest if j not in f.osts][: len(f.osts)]
+            if len(fresh) == len(f.osts):
+                ranked = sorted(range(len(f.osts)), key=lambda s: -f.objects[s])
+                to = list(f.osts)
+                for s, j in zip(ranked, fresh):
+                    to[s] = j
+                yield tuple(to)
 
     by_size = sorted(range(len(files)), key=lambda i: files[i].size)
     sizes = [files[i].size for i in by_size]
