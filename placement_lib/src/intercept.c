@@ -18,6 +18,7 @@ SLOT(__openat_2); SLOT(__openat64_2); SLOT(fopen); SLOT(fopen64); SLOT(close); S
 SLOT(write); SLOT(pwrite); SLOT(pwrite64); SLOT(writev); SLOT(pwritev); SLOT(pwritev64); SLOT(pwritev2);
 SLOT(fwrite); SLOT(copy_file_range); SLOT(sendfile); SLOT(sendfile64); SLOT(_exit); SLOT(_Exit); SLOT(socket);
 SLOT(ioctl); SLOT(read); SLOT(pread); SLOT(pread64); SLOT(readv); SLOT(preadv); SLOT(preadv64); SLOT(preadv2);
+SLOT(preadv64v2); SLOT(pwritev64v2);
 
 typedef FILE *(*fopen_fn)(const char *, const char *);
 typedef int (*open2_fn)(const char *, int);
@@ -435,6 +436,31 @@ IEZ_EXPORT ssize_t preadv2(int fd, const struct iovec *iov, int cnt, off_t off, 
         rd_seq(fd, r, t0);
     else
         rd_at(fd, r, off, t0);
+    return r;
+}
+
+/* glibc's large-file names of preadv2/pwritev2, which programs built with _FILE_OFFSET_BITS=64 (Python's os
+ * module among them) call. */
+IEZ_EXPORT ssize_t preadv64v2(int fd, const struct iovec *iov, int cnt, off_t off, int flags)
+{
+    uint64_t t0 = BW_T0();
+    ssize_t r = REAL(preadv64v2, ssize_t (*)(int, const struct iovec *, int, off_t, int))(fd, iov, cnt, off, flags);
+    if (off == -1)
+        rd_seq(fd, r, t0);
+    else
+        rd_at(fd, r, off, t0);
+    return r;
+}
+
+IEZ_EXPORT ssize_t pwritev64v2(int fd, const struct iovec *iov, int cnt, off_t off, int flags)
+{
+    uint64_t t0 = BW_T0();
+    ssize_t r = REAL(pwritev64v2, ssize_t (*)(int, const struct iovec *, int, off_t, int))(fd, iov, cnt, off, flags);
+    COUNT_WRITE(fd, r);
+    if (off == -1)
+        bw_seq(fd, r, t0);
+    else
+        bw_at(fd, r, off, t0);
     return r;
 }
 
