@@ -65,8 +65,9 @@ struct bw_file {
     int ncomps;
     uint64_t pending;     /* when the last byte this descriptor sent is served (close waits for it) */
     unsigned char write_mirror, read_mirror; /* FLR: writes go to the primary copy (the others go stale until a
-                                                resync); reads to the preferred copy, else the first in sync,
-                                                or the one LL_IOC_FLR_SET_MIRROR pinned on this descriptor */
+                                                resync); reads to the preferred copy, else the first in sync;
+                                                LL_IOC_FLR_SET_MIRROR pins both to one copy (a resync writes
+                                                the stale copy through a descriptor pinned to it) */
     struct bw_comp comps[BW_COMPS];
     uint16_t osts[BW_OSTS];
 };
@@ -444,7 +445,7 @@ int iez_bw_set_mirror(int fd, unsigned long mirror)
     struct bw_file *bf = &files[fd];
     for (int c = 0; c < bf->ncomps; c++)
         if (bf->comps[c].mirror && bf->comps[c].mirror == mirror) {
-            bf->read_mirror = (unsigned char)mirror;
+            bf->read_mirror = bf->write_mirror = (unsigned char)mirror;
             return 0;
         }
     return -1;

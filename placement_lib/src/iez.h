@@ -240,7 +240,7 @@ uint64_t iez_bw_now(void);            /* CLOCK_MONOTONIC ns when iez_bw_on, else
 /* len bytes at off of fd were read or written, the call having started at started_ns: returns when
  * the emulated OSTs and OSSs would have served them. errno is kept. */
 void iez_bw_io(int fd, int64_t off, int64_t len, uint64_t started_ns, int writing);
-/* LL_IOC_FLR_SET_MIRROR on an emulated descriptor: its reads come from that copy (0), -1 if it has none. */
+/* LL_IOC_FLR_SET_MIRROR on an emulated descriptor: its reads and writes go to that copy (0), -1 if it has none. */
 int iez_bw_set_mirror(int fd, unsigned long mirror);
 
 /* ---- placement (place.c) ----------------------------------------------- */
