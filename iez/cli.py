@@ -39,6 +39,7 @@ COMMAND_MODULES = (
     "iez.commands.shares",
     "iez.commands.stage",
     "iez.commands.rebalance",
+    "iez.commands.mirror",
 )
 
 

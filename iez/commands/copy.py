@@ -50,6 +50,9 @@ def register(subparsers) -> None:
                         help="the fraction of each OST this copy may take (exported as IEZ_IO_SHARE)")
     parser.add_argument("--weight", type=float, metavar="W",
                         help="this copy's weight against other movements (exported as IEZ_IO_WEIGHT)")
+    parser.add_argument("--no-mirror-skip", dest="mirror_skip", action="store_false",
+                        help="read a mirrored source from its preferred copy only (default: every in-sync copy, "
+                        "chunks dealt in turn and moved off a copy whose OST is congested)")
     parser.add_argument("--json", action="store_true",
                         help="print bytes, seconds, files, chunks per OST, throughput_mib_s, congested, "
                         "failed (only the JSON on stdout)")
@@ -84,6 +87,8 @@ def argv_of(args: argparse.Namespace) -> list[str]:
         out.append("--sparse")
     if args.json:
         out.append("--json")
+    if not args.mirror_skip:
+        out.append("--no-mirror-skip")
     for flag, value in (("--workers", args.workers), ("--window", args.window), ("--threshold", args.threshold),
                         ("--skip", args.skip), ("--stripe-count", args.stripe_count), ("--share", args.share),
                         ("--weight", args.weight)):
@@ -92,8 +97,9 @@ def argv_of(args: argparse.Namespace) -> list[str]:
     return out + ["--"] + list(args.paths)
 
 
-def reexec_if_needed(args: argparse.Namespace) -> None:
-    """Under IEZ_EMULATE without libiez (or without the share variables it needs), start again with them."""
+def reexec_if_needed(args: argparse.Namespace, argv: list[str] | None = None) -> None:
+    """Under IEZ_EMULATE without libiez (or without the share variables it needs), start again with them
+    (``argv``: the iez command line to run again; the copy's own by default)."""
     env = dict(os.environ)
     wanted = wanted_env(args, env)
     emulating = bool(env.get("IEZ_EMULATE"))
@@ -114,7 +120,7 @@ def reexec_if_needed(args: argparse.Namespace) -> None:
     env[REEXEC_MARK] = "1"
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execve(sys.executable, [sys.executable, "-m", "iez.cli"] + argv_of(args), env)
+    os.execve(sys.executable, [sys.executable, "-m", "iez.cli"] + (argv or argv_of(args)), env)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -139,6 +145,7 @@ def _run(args: argparse.Namespace) -> int:
         raise ValueError(f"--weight {args.weight} must be positive")
     options = MoveOptions(naive=args.naive, workers=args.workers, sparse=args.sparse, stripe_count=args.stripe_count,
                           congestion=CongestionSettings(args.window, args.threshold, args.skip),
+                          mirror_skip=args.mirror_skip,
                           on_error=lambda line: print(f"iez copy: {line}", file=sys.stderr, flush=True))
     reexec_if_needed(args)
     *sources, dest = args.paths

@@ -23,12 +23,16 @@ MAX_CHUNK = 16 * MiB
 @dataclass(frozen=True)
 class Chunk:
     """``length`` bytes at ``offset`` of file number ``file`` (an index into the movement's file list);
-    ``ost``: the source OST serving them (None: unknown)."""
+    ``ost``: the source OST serving them (None: unknown); ``mirror``: the source's copy they are read from
+    (0-based; None for a file without mirrors); ``alternatives``: ``(mirror, ost)`` of every in-sync copy
+    serving them from one OST (the chunk may be read from any of them)."""
 
     file: int
     offset: int
     length: int
     ost: int | None
+    mirror: int | None = None
+    alternatives: tuple[tuple[int, int], ...] = ()
 
 
 def ost_at(layout: Layout | None, offset: int) -> int | None:
@@ -41,6 +45,58 @@ def ost_at(layout: Layout | None, offset: int) -> int | None:
                 return None
             return osts[((offset - start) // size) % len(osts)]
     return None
+
+
+def in_sync_copies(layout: Layout | None) -> list[int]:
+    """The copies a read may use, the preferred first (then the others in order); stale copies left out."""
+    if layout is None or not layout.mirrors:
+        return []
+    ok = [k for k in range(len(layout.mirrors)) if k not in layout.stale]
+    if layout.preferred in ok:
+        ok.remove(layout.preferred)
+        ok.insert(0, layout.preferred)
+    return ok
+
+
+def copy_layout(layout: Layout, mirror: int) -> Layout:
+    """Copy ``mirror`` of a mirrored layout as a layout of its own."""
+    return Layout.from_components(layout.mirrors[mirror])
+
+
+def one_ost(layout: Layout, offset: int, length: int) -> int | None:
+    """The OST serving ``length`` bytes at ``offset`` when a single stripe object of ``layout`` holds them all."""
+    first = ost_at(layout, offset)
+    if first is None:
+        return None
+    for start, end, size, osts in _extents(layout):
+        if start <= offset and (end == EOF_END or offset < end):
+            last = offset + length - 1
+            if (end != EOF_END and last >= end) or (last - start) // size != (offset - start) // size:
+                return None
+            return first
+    return None
+
+
+def cut_mirrored(file: int, size: int, layout: Layout, spread: bool) -> list[Chunk]:
+    """The chunks of a mirrored file, cut along its first in-sync (preferred) copy. ``spread``: each chunk
+    also lists the other in-sync copies that serve it from one OST, and the chunks of an extent are dealt
+    to the copies in turn (CEFT's doubled read parallelism); else every chunk reads the preferred copy."""
+    copies = in_sync_copies(layout)
+    first = copies[0]
+    out: list[Chunk] = []
+    layouts = {k: copy_layout(layout, k) for k in copies}
+    for n, c in enumerate(cut(file, size, layouts[first])):
+        if not spread or c.ost is None:
+            out.append(Chunk(c.file, c.offset, c.length, c.ost, first))
+            continue
+        alts = [(first, c.ost)]
+        for k in copies[1:]:
+            ost = one_ost(layouts[k], c.offset, c.length)
+            if ost is not None:
+                alts.append((k, ost))
+        mirror, ost = alts[n % len(alts)]
+        out.append(Chunk(c.file, c.offset, c.length, ost, mirror, tuple(alts)))
+    return out
 
 
 def _extents(layout: Layout) -> Iterator[tuple[int, int, int | None, tuple[int, ...]]]:

@@ -106,12 +106,14 @@ def create(job: FileJob, layout: Layout | None, apply_layout) -> None:
 
 
 def copy_chunk(job: FileJob, offset: int, length: int, buf: bytearray, sparse: bool,
-               zeros: bytes) -> tuple[float, float, bool]:
-    """Copies one chunk; returns (read seconds, write seconds, written). A short read means the source
-    shrank, which is an error naming it."""
+               zeros: bytes, mirror: int | None = None) -> tuple[float, float, bool]:
+    """Copies one chunk (from copy ``mirror`` of a mirrored source); returns (read seconds, write seconds,
+    written). A short read means the source shrank, which is an error naming it."""
     t0 = time.monotonic()
     fd = os.open(job.src, os.O_RDONLY | os.O_CLOEXEC)
     try:
+        if mirror is not None:
+            pin_mirror(fd, mirror)
         data = os.pread(fd, length, offset)  # os.pread, not preadv: libiez slows pread (preadv from Python it does not)
     finally:
         os.close(fd)  # under emulation, returns once the OST served the chunk
@@ -130,6 +132,24 @@ def copy_chunk(job: FileJob, offset: int, length: int, buf: bytearray, sparse: b
     finally:
         os.close(fd)
     return t1 - t0, time.monotonic() - t1, True
+
+
+#: ``LL_IOC_FLR_SET_MIRROR`` (``_IOW('f', 177, unsigned int)``): a descriptor's reads and writes go to one copy.
+LL_IOC_FLR_SET_MIRROR = 0x400866B1
+
+
+def pin_mirror(fd: int, mirror: int) -> None:
+    """Pin ``fd`` to copy ``mirror`` (0-based; FLR's id is ``mirror + 1``), as ``llapi_mirror_read`` does. On a
+    file system that knows no mirrors (ENOTTY, EINVAL: neither Lustre nor libiez's emulation) the file is its
+    only copy and nothing is pinned."""
+    import errno
+    import fcntl
+
+    try:
+        fcntl.ioctl(fd, LL_IOC_FLR_SET_MIRROR, mirror + 1)
+    except OSError as err:
+        if err.errno not in (errno.ENOTTY, errno.EINVAL, errno.EOPNOTSUPP):
+            raise
 
 
 def finish(job: FileJob) -> None:

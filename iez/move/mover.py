@@ -17,13 +17,13 @@ import os
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
 from iez.layout.model import Layout
 from iez.layout.read import LayoutReader
 from iez.move import files as fileops
-from iez.move.chunks import DEFAULT_CHUNK, MAX_CHUNK, Chunk, cut, ost_at
+from iez.move.chunks import DEFAULT_CHUNK, MAX_CHUNK, Chunk, cut, cut_mirrored, ost_at
 from iez.move.congestion import Detector, Settings
 from iez.move.placement import Placer
 
@@ -33,6 +33,8 @@ MiB = 1024 * 1024
 #: workers have work (up to four times that).
 BATCH = 4
 LOW_WATER = 8
+#: How long the live view of a mirrored source's OSTs is trusted before it is read again (seconds).
+LIVE_VIEW_S = 1.0
 #: A terminal shows progress for movements running longer than this.
 PROGRESS_AFTER_S = 2.0
 
@@ -52,6 +54,9 @@ class MoveOptions:
     progress: bool | None = None
     #: Called with each failure's one line as it happens (the others go on).
     on_error: Callable[[str], None] | None = None
+    #: A mirrored source (FLR) is read from every in-sync copy: chunks dealt to the copies in turn and moved off
+    #: a copy whose OST is congested (CEFT's split reads and hot-spot skipping). False: the preferred copy only.
+    mirror_skip: bool = True
 
     def __post_init__(self) -> None:
         if not 1 <= self.workers <= 1024:
@@ -82,6 +87,8 @@ class MoveReport:
     replaced: int = 0
     #: Files whose chunks more than one worker copied (0 for --naive: a file is one worker's).
     files_by_several_workers: int = 0
+    #: Chunks of mirrored sources read from each copy (its 1-based mirror id, as FLR numbers them).
+    mirror_chunks: dict[str, int] = field(default_factory=dict)
     settings: dict = field(default_factory=dict)
 
     @property
@@ -95,7 +102,7 @@ class MoveReport:
                 "mean_chunk_s": self.mean_chunk_s, "congested": self.congested, "workers": self.workers,
                 "placement": self.placement, "dst_files_per_ost": self.dst_files_per_ost,
                 "mixed_chunks": self.mixed_chunks, "replaced": self.replaced, "files_by_several_workers": self.files_by_several_workers,
-                **self.settings}
+                "mirror_chunks": self.mirror_chunks, **self.settings}
 
 
 def _key(ost: int | None) -> str:
@@ -112,11 +119,12 @@ class Movement:
         self.write_detector = Detector(options.congestion, "write", self.started)
         self.report = MoveReport("naive" if options.naive else "layout-aware", options.workers)
         self.report.settings = {"window": options.congestion.window, "threshold_s": options.congestion.threshold_s,
-                                "skip": options.congestion.skip}
+                                "skip": options.congestion.skip, "mirror_skip": options.mirror_skip}
         self.lock = threading.Lock()
         self._time_sums: dict[tuple[str, str], list[float]] = {}
         self._placers: dict[tuple, Placer] = {}
         self._placer_of: dict[str, Placer] = {}
+        self._headroom: dict[str, tuple[float, dict[int, float]]] = {}
         self.jobs: list[fileops.FileJob] = []
         self.bytes_done = 0
         reader = LayoutReader()
@@ -162,6 +170,26 @@ class Movement:
             if not self.report.placement:
                 self.report.placement = f"{placer.where} ({policy})" if placer.active else f"none: {placer.reason}"
         return placer
+
+    def hot_source_osts(self, job: fileops.FileJob) -> set[int]:
+        """OSTs of ``job``'s mirrored source that the live view shows hot: less than half the headroom
+        (bandwidth less load) of the best OST holding a copy. Read again at most every
+        ``LIVE_VIEW_S`` seconds; empty where there is no live view."""
+        now = time.monotonic()
+        parent = os.path.dirname(os.path.abspath(job.src))
+        cached = self._headroom.get(parent)
+        if cached is None or now - cached[0] > LIVE_VIEW_S:
+            try:
+                probe = Placer.for_destination(job.src, "iez")
+                view = probe.cluster() if probe.active else None
+                room = {o.index: max(0.0, o.bandwidth - o.load) for o in view.osts} if view else {}
+            except Exception:  # noqa: BLE001 - no live view: the congestion detector alone decides
+                room = {}
+            cached = self._headroom[parent] = (now, room)
+        room = cached[1]
+        osts = {ost for copy in job.src_layout.mirrors for c in copy for ost in c.osts} if job.src_layout else set()
+        best = max((room.get(o, 0.0) for o in osts), default=0.0)
+        return {o for o in osts if o in room and room[o] < best / 2}
 
     def measured(self) -> dict[int, float]:
         """Bytes/s of the OSTs found congested, reading or writing (the lower when both)."""
@@ -231,7 +259,10 @@ class Movement:
         job.dst_layout, job.tmp = None, ""
 
     def chunks_of(self, job: fileops.FileJob) -> list[Chunk]:
-        chunks = cut(job.index, job.size, job.src_layout, DEFAULT_CHUNK)
+        if job.src_layout is not None and job.src_layout.mirrors:
+            chunks = cut_mirrored(job.index, job.size, job.src_layout, self.options.mirror_skip)
+        else:
+            chunks = cut(job.index, job.size, job.src_layout, DEFAULT_CHUNK)
         job.chunks_left = len(chunks)
         return chunks
 
@@ -242,7 +273,7 @@ class Movement:
         if job.error is None:
             try:
                 read_s, write_s, wrote = fileops.copy_chunk(job, chunk.offset, chunk.length, buf,
-                                                            self.options.sparse, self.zeros)
+                                                            self.options.sparse, self.zeros, chunk.mirror)
             except Exception as err:  # noqa: BLE001 - any failure is this file's, and the others go on
                 self.fail(job, err)
             else:
@@ -257,6 +288,9 @@ class Movement:
                     r = self.report
                     for table, ost in ((r.chunks, key), (r.src_chunks, chunk.ost), (r.dst_chunks, dst_ost)):
                         table[_key(ost)] = table.get(_key(ost), 0) + 1
+                    if chunk.mirror is not None:
+                        mid = str(chunk.mirror + 1)
+                        r.mirror_chunks[mid] = r.mirror_chunks.get(mid, 0) + 1
                     self._add_time("read", chunk.ost, read_s)
                     if wrote:
                         self._add_time("write", dst_ost, write_s)
@@ -373,13 +407,48 @@ class Queues:
             chunks = self.m.chunks_of(job)
             if not chunks:
                 self.m.finish(job)
-            for chunk in chunks:
+            congested = self.m.read_detector.congested()
+            for n, chunk in enumerate(chunks):
+                if chunk.alternatives:
+                    chunk = self._dispatch(chunk, n, congested | self.m.hot_source_osts(job))
                 key = chunk.ost if chunk.ost is not None else ost_at(job.dst_layout, chunk.offset)
                 if key not in self.queues:
                     self.queues[key] = deque()
                     self.ring.append(key)
                 self.queues[key].append(chunk)
                 self.queued += 1
+
+    @staticmethod
+    def _dispatch(chunk: Chunk, n: int, avoid: set[int]) -> Chunk:
+        """Chunk ``n`` of a mirrored file: dealt in turn to the copies whose OST is clear (neither found
+        congested nor hot in the live view), or read from the preferred copy when none is."""
+        clear = [a for a in chunk.alternatives if a[1] not in avoid]
+        mirror, ost = clear[n % len(clear)] if clear else chunk.alternatives[0]
+        return replace(chunk, ost=ost, mirror=mirror)
+
+    @staticmethod
+    def _other_copy(chunk: Chunk, avoid: set[int]) -> Chunk | None:
+        """The chunk read from another in-sync copy whose OST is not in ``avoid`` (None: there is none)."""
+        for mirror, ost in chunk.alternatives:
+            if ost not in avoid and ost != chunk.ost:
+                return replace(chunk, ost=ost, mirror=mirror)
+        return None
+
+    def _skip_to_other_copies(self, key: int) -> None:
+        """An OST passed by as congested: its queued chunks that another copy serves from an OST not congested
+        go to that OST's queue (CEFT's hot-spot skipping)."""
+        avoid = self.m.read_detector.congested() | {key}
+        kept: deque[Chunk] = deque()
+        for chunk in self.queues[key]:
+            other = self._other_copy(chunk, avoid) if chunk.alternatives else None
+            if other is None:
+                kept.append(chunk)
+                continue
+            if other.ost not in self.queues:
+                self.queues[other.ost] = deque()
+                self.ring.append(other.ost)
+            self.queues[other.ost].append(other)
+        self.queues[key] = kept
 
     def _place_again(self, osts: set[int]) -> None:
         """Queued files not started whose destination iez placed on one of ``osts``: placed anew."""
@@ -423,6 +492,9 @@ class Queues:
                         continue
                     side = detector if key is not None and self._keyed_by_source(queue[0]) else self.m.write_detector
                     if key is not None and side.passes_by(key):
+                        if side is detector:
+                            self._skip_to_other_copies(key)
+                            n = len(self.ring)  # a queue may have been added
                         if skipped is False:
                             skipped = key
                         continue
