@@ -118,6 +118,8 @@ class Movement:
         self.read_detector = Detector(options.congestion, "read", self.started)
         self.write_detector = Detector(options.congestion, "write", self.started)
         self.report = MoveReport("naive" if options.naive else "layout-aware", options.workers)
+        self.crashes: list[str] = []
+        self._crash_lock = threading.Lock()
         self.report.settings = {"window": options.congestion.window, "threshold_s": options.congestion.threshold_s,
                                 "skip": options.congestion.skip, "mirror_skip": options.mirror_skip}
         self.lock = threading.Lock()
@@ -325,6 +327,18 @@ class Movement:
 
     # -- the run --------------------------------------------------------------------------------------
 
+    def guarded(self, work):
+        """``work`` for a worker thread: an unexpected error ends that worker, is kept, and fails the files
+        not yet in place (never a copy that exits 0 having copied nothing)."""
+        def run(*args) -> None:
+            try:
+                work(*args)
+            except Exception as err:  # noqa: BLE001 - reported with every file it leaves undone
+                with self._crash_lock:
+                    self.crashes.append(f"{type(err).__name__}: {err}")
+
+        return run
+
     def run(self, workers: list[threading.Thread]) -> MoveReport:
         from iez.progress import Progress, on_terminal
 
@@ -349,6 +363,13 @@ class Movement:
             if bar is not None:
                 bar.__exit__(None, None, None)
         r = self.report
+        if self.crashes:
+            for job in self.jobs:
+                if job.error is None and not job.done:
+                    job.error = f"{job.src}: not copied: the mover failed ({self.crashes[0][:200]})"
+                    r.failed.append({"src": job.src, "dst": job.dst, "error": job.error})
+                    if self.options.on_error:
+                        self.options.on_error(job.error)
         r.seconds = time.monotonic() - self.started
         r.congested = sorted(self.read_detector.events + self.write_detector.events, key=lambda e: e["at_s"])
         for (side, ost), (total, n) in sorted(self._time_sums.items()):
@@ -543,7 +564,7 @@ def layout_aware(movement: Movement) -> MoveReport:
             finally:
                 queues.release(key)
 
-    threads = [threading.Thread(target=worker, args=(n,), name=f"iez-copy-{n}", daemon=True)
+    threads = [threading.Thread(target=movement.guarded(worker), args=(n,), name=f"iez-copy-{n}", daemon=True)
                for n in range(movement.options.workers)]
     return movement.run(threads)
 

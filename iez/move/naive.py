@@ -34,6 +34,6 @@ def file_per_thread(movement) -> "MoveReport":  # noqa: F821 - iez.move.mover.Mo
             for chunk in chunks:
                 movement.copy(job, chunk, chunk.ost, buf)
 
-    threads = [threading.Thread(target=worker, name=f"iez-copy-{n}", daemon=True)
+    threads = [threading.Thread(target=movement.guarded(worker), name=f"iez-copy-{n}", daemon=True)
                for n in range(movement.options.workers)]
     return movement.run(threads)
