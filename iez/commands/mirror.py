@@ -17,6 +17,7 @@ import json
 import os
 import sys
 import time
+from pathlib import Path
 
 from iez.layout import emulated
 from iez.layout.model import Layout
@@ -44,6 +45,9 @@ def register(subparsers) -> None:
                         help=f"the fraction of each OST the resync may take (default {DEFAULT_SHARE}; "
                         "exported as IEZ_IO_SHARE)")
     resync.add_argument("--json", action="store_true", help="print one JSON object: files, bytes, seconds")
+    resync.add_argument("--background", action="store_true",
+                        help="return at once: the resync runs detached (its own session) at --share, its output in "
+                             "$IEZ_STATE_DIR/resync.log; run again after a crash (a resync is idempotent)")
     resync.set_defaults(handler=_resync)
 
 
@@ -116,6 +120,8 @@ def _resync(args: argparse.Namespace) -> int:
         raise ValueError(f"--share {args.share} is outside (0, 1]")
     from iez.commands.copy import reexec_if_needed
 
+    if args.background:
+        return _background(args)
     os.environ.setdefault("IEZ_IO_CLASS", "resync")
     argv = ["mirror", "resync", "--share", repr(args.share)] + (["--json"] if args.json else []) + ["--"] + args.files
     reexec_if_needed(argparse.Namespace(share=args.share, weight=None), argv)
@@ -139,3 +145,24 @@ def _resync(args: argparse.Namespace) -> int:
             print(f"{r['file']}: {what}, {r['bytes'] / 2**20:,.1f} MiB in {r['seconds']:.2f} s")
         print(f"resynced {total / 2**20:,.1f} MiB in {seconds:.2f} s")
     return 1 if failed else 0
+
+
+def _background(args: argparse.Namespace) -> int:
+    """The same resync, detached: stale copies are brought back at the resync's share while the caller goes on."""
+    import subprocess
+
+    from iez.config import settings
+
+    state = Path(settings().state_dir)
+    state.mkdir(parents=True, exist_ok=True)
+    files = [os.path.abspath(f) for f in args.files]
+    for path in files:
+        stale_layout(path)  # a file that cannot be resynced is said now, not only in the log
+    with open(state / "resync.log", "ab") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "iez.cli", "mirror", "resync", "--share", repr(args.share),
+                                 "--json", "--", *files], stdin=subprocess.DEVNULL, stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    out = {"pid": proc.pid, "files": files, "log": str(state / "resync.log"), "share": args.share}
+    print(json.dumps(out) if args.json else f"resync of {len(files)} files in the background (pid {proc.pid}); "
+          f"see {out['log']}")
+    return 0

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from move_helpers import REPO, MiB, XATTR, emulated_cluster, iez_copy, sha
@@ -111,6 +112,23 @@ def test_a_stale_copy_is_resynced_and_matches_byte_for_byte(tmp_path):
 
     again = json.loads(iez(["mirror", "resync", "--json", str(f)], root).stdout)
     assert again["bytes"] == 0  # nothing stale any more
+
+
+def test_a_background_resync_returns_at_once_and_clears_the_stale_copy(tmp_path):
+    root, data = emulated_cluster(tmp_path)
+    f = mirrored(data / "m", 4 * MiB, MIRRORED.replace("mirror=2 ", "mirror=2:stale "))
+    before = sha(f)
+    start = time.monotonic()
+    done = iez(["mirror", "resync", "--background", "--json", "--share", "0.25", str(f)], root)
+    assert done.returncode == 0, done.stderr
+    assert time.monotonic() - start < 10
+    pid = json.loads(done.stdout)["pid"]
+    deadline = time.monotonic() + 60
+    while os.path.exists(f"/proc/{pid}") and "Z" not in open(f"/proc/{pid}/stat").read().split()[2]:
+        assert time.monotonic() < deadline, "the background resync did not end"
+        time.sleep(0.1)
+    assert parse_attr(os.getxattr(f, XATTR), str(f)).stale == ()
+    assert sha(f) == before
 
 
 def test_resync_refuses_a_file_without_mirrors_in_one_line(tmp_path):
