@@ -147,7 +147,7 @@ def oss_bandwidths(cluster) -> dict[str, float]:
     return out
 
 
-# -- the emulated tree: what an agent writes there and the emulator reads back -------------------------
+# -- the emulated tree: what an agent writes there (agents/tbf.py) and the emulator reads back ------------
 
 def tree_dir(oss_root: str | Path) -> Path:
     """``ost/OSS/ost_io`` of an emulated OSS tree (``/proc/fs/lustre/ost/OSS/ost_io`` on a server)."""
@@ -176,14 +176,3 @@ def read_tree_rules(oss_root: str | Path) -> list[tuple[str, str, int]]:
             raise SharesError(f"{path}:{n}: not a TBF rule iez reads: {line.strip()[:80]!r}")
         out.append((m.group(1), m.group(2), int(m.group(3))))
     return out
-
-
-def write_tree_rules(oss_root: str | Path, rules: list[Rule]) -> Path:
-    """What an agent does on an emulated OSS instead of ``lctl set_param``: the policy and the rules."""
-    d = tree_dir(oss_root)
-    d.mkdir(parents=True, exist_ok=True)
-    for name, text in (("nrs_policies", "tbf jobid\n"), ("nrs_tbf_rule", "".join(r.start() + "\n" for r in rules))):
-        tmp = d / f".{name}.tmp"
-        tmp.write_text(text)
-        tmp.replace(d / name)
-    return d / "nrs_tbf_rule"

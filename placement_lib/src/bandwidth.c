@@ -83,6 +83,7 @@ static double window = 4.0 * 1024 * 1024;
  * offset, so a program can exercise a layout made for a file K times larger (iez demo) */
 static double scale = 1.0;
 static struct bw_file *files;        /* by descriptor; MAP_NORESERVE: only used pages cost */
+static int high_fd = -1;             /* the highest descriptor ever tracked: what closefrom must clear */
 int iez_bw_on;                       /* read without a lock on every read and write */
 
 static void sleep_until(uint64_t t);
@@ -300,6 +301,8 @@ void iez_bw_opened(int fd)
             }
         }
         bf->active = ok;
+        if (ok && fd > __atomic_load_n(&high_fd, __ATOMIC_RELAXED))
+            __atomic_store_n(&high_fd, fd, __ATOMIC_RELAXED);
         if (!ok)
             iez_debug("descriptor %d: a layout wider than emulated bandwidth follows: not slowed", fd);
     }
@@ -309,8 +312,11 @@ void iez_bw_opened(int fd)
 
 void iez_bw_copied(int oldfd, int newfd)
 {
-    if (oldfd >= 0 && oldfd < BW_FDS && newfd >= 0 && newfd < BW_FDS && oldfd != newfd)
+    if (oldfd >= 0 && oldfd < BW_FDS && newfd >= 0 && newfd < BW_FDS && oldfd != newfd) {
         files[newfd] = files[oldfd];
+        if (files[newfd].active && newfd > __atomic_load_n(&high_fd, __ATOMIC_RELAXED))
+            __atomic_store_n(&high_fd, newfd, __ATOMIC_RELAXED);
+    }
 }
 
 void iez_bw_forget(int fd)
@@ -325,7 +331,10 @@ void iez_bw_forget(int fd)
 
 void iez_bw_forget_range(unsigned first, unsigned last)
 {
-    for (unsigned fd = first; fd < BW_FDS && fd <= last; fd++)
+    /* only up to the highest descriptor ever tracked: closefrom(3) must not touch (and so allocate)
+     * the whole 65,536-entry table */
+    int high = __atomic_load_n(&high_fd, __ATOMIC_RELAXED);
+    for (unsigned fd = first; (int)fd <= high && fd <= last; fd++)
         files[fd].active = 0;
 }
 
