@@ -26,8 +26,8 @@ def register(subparsers) -> None:
         description="Copy SRC... into DST (a directory; a file name for a single file) as seed 000's "
         "layout-aware mover: each source file is cut into stripe-sized chunks queued on the OST that "
         "serves them; worker threads visit the OST queues round-robin, pass by an OST another worker is "
-        "on, and pass by an OST whose mean chunk time over its last --window chunks exceeded --threshold "
-        "seconds for the next --skip picks. Destinations are placed by iez's allocator with the live "
+        "on, and pass by an OST whose mean chunk time among the side's last --window chunks exceeded "
+        "--threshold seconds for the next --skip picks. Destinations are placed by iez's allocator with the live "
         "loads, away from congested OSTs (in an emulated cluster's data directories or on Lustre). "
         "Every file is written under a temporary name, fsynced and renamed; a failed file is one line "
         "on stderr and the others are still copied (exit 1).")
@@ -37,11 +37,13 @@ def register(subparsers) -> None:
                         "placed round-robin")
     parser.add_argument("--workers", type=int, default=4, metavar="N", help="worker threads (default 4)")
     parser.add_argument("--window", type=int, default=WINDOW, metavar="W",
-                        help=f"chunks per OST whose mean time is judged (default {WINDOW})")
+                        help=f"the last W chunks of a side (reads or writes, every OST); an OST's mean time over its "
+                        f"chunks among them is judged (default {WINDOW})")
     parser.add_argument("--threshold", type=float, default=THRESHOLD_S, metavar="T",
                         help=f"mean chunk seconds above which an OST is congested (default {THRESHOLD_S})")
     parser.add_argument("--skip", type=int, default=SKIP, metavar="M",
-                        help=f"picks that pass a congested OST by (default {SKIP})")
+                        help=f"picks that pass a congested OST by before a probe chunk; doubled after each slow probe, "
+                        f"up to 8 M (default {SKIP})")
     parser.add_argument("--stripe-count", type=int, metavar="N",
                         help="destination stripe count (default: the source's; 1 without a layout)")
     parser.add_argument("--sparse", action="store_true",

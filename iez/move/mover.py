@@ -30,9 +30,11 @@ from iez.move.placement import Placer
 MiB = 1024 * 1024
 #: Files are placed just in time: a batch of one file per worker (at least ``BATCH``) is placed and queued
 #: when fewer than ``LOW_WATER`` chunks per worker are queued outside congested OSTs, or fewer OSTs than
-#: workers have work (up to four times that).
+#: workers (or than the OSTs not congested) have ``LOW_WATER`` chunks queued...
 BATCH = 4
 LOW_WATER = 8
+#: ... and while fewer than this many low waters are queued in all (chunks deferred on congested OSTs count).
+QUEUE_CAP = 32
 #: How long the live view of a mirrored source's OSTs is trusted before it is read again (seconds).
 LIVE_VIEW_S = 1.0
 #: A terminal shows progress for movements running longer than this.
@@ -399,27 +401,28 @@ class Queues:
         return self.queued - sum(len(q) for key, q in self.queues.items() if key in avoid)
 
     def _feed(self) -> None:
-        """Place and queue the next batch when few chunks are queued outside congested OSTs (under the lock):
-        chunks deferred on a congested OST never starve the others. An OST newly found congested first
-        sends the files placed on it and not started yet elsewhere."""
+        """Place and queue the next batch while the workers could run short (under the lock): chunks deferred
+        on a congested OST never starve the others, and neither does a deep queue on one OST (one worker
+        at a time serves it). An OST newly found congested first sends the files placed on it and not
+        started yet elsewhere."""
         congested = self.m.read_detector.congested() | self.m.write_detector.congested()
         new = congested - self.replaced_for
         self.replaced_for = (self.replaced_for & congested) | new
         if new:
             self._place_again(new)
         size = max(BATCH, self.m.options.workers)
-        while self.unplaced and (self._ready() < self.low_water or self._too_few_osts(congested)):
+        while self.unplaced and self.queued < QUEUE_CAP * self.low_water and (
+                self._ready() < self.low_water or self._too_few_osts(congested)):
             batch = [self.unplaced.popleft() for _ in range(min(size, len(self.unplaced)))]
             self.m.prepare(batch)
             self._enqueue(batch)
 
     def _too_few_osts(self, congested: set[int]) -> bool:
-        """Fewer OSTs with work than workers (and not yet 4 low waters queued): workers would idle, since
-        two never serve one OST."""
-        if self._ready() >= 4 * self.low_water:
-            return False
-        with_work = sum(1 for key, q in self.queues.items() if q and key not in congested)
-        return with_work < self.m.options.workers
+        """Fewer OSTs not congested with a low water of chunks queued than workers (or than such OSTs):
+        workers would idle, since two never serve one OST, however deep its queue."""
+        clear = [key for key in self.ring if key not in congested]
+        healthy = sum(1 for key in clear if len(self.queues[key]) >= LOW_WATER)
+        return healthy < min(self.m.options.workers, len(clear))
 
     def _enqueue(self, batch: list[fileops.FileJob]) -> None:
         for job in batch:

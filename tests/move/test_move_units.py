@@ -30,20 +30,38 @@ def test_composite_layout_chunks_follow_each_component():
     assert ost_at(layout, 5 * MiB) == 6 and ost_at(None, 0) is None
 
 
-def test_detector_marks_after_a_full_window_skips_m_picks_and_probes():
+def test_detector_marks_on_the_mean_over_the_sides_last_w_chunks_skips_m_picks_and_probes():
+    d = Detector(Settings(window=4, threshold_s=0.05, skip=3), "read")
+    d.record(1, 0.02, MiB)
+    d.record(2, 0.02, MiB)
+    d.record(1, 0.07, MiB)  # OST 1's mean over the window: 0.045, within T
+    assert d.congested() == set()
+    d.record(1, 0.2, MiB)  # 0.0967 over its three chunks of the last four: marked
+    assert d.congested() == {1} and d.events[-1]["congested"]
+    assert abs(d.measured()[1] - 3 * MiB / 0.29) < 1
+    assert [d.passes_by(1) for _ in range(4)] == [True, True, True, False]  # M = 3 picks, then a probe
+    d.record(1, 0.3, MiB)  # the probe is slow: passed by twice as long
+    assert d.congested() == {1} and sum(d.passes_by(1) for _ in range(8)) == 6
+    d.record(1, 0.3, MiB)  # slow again: four times M
+    assert sum(d.passes_by(1) for _ in range(20)) == 12
+    d.record(1, 0.01, MiB)  # a probe within T: taken up again at once, and the back-off is forgotten
+    assert d.congested() == set() and not d.passes_by(1) and not d.events[-1]["congested"]
+    d.record(1, 0.2, MiB)  # the mean of its chunks in the window (0.3, 0.3, 0.01, 0.2) is over T: marked anew
+    assert d.congested() == {1} and sum(d.passes_by(1) for _ in range(10)) == 3
+
+
+def test_detector_window_spans_every_ost_so_old_times_age_out():
     d = Detector(Settings(window=4, threshold_s=0.05, skip=3), "read")
     for _ in range(3):
-        d.record(1, 0.2, MiB)
-    assert d.congested() == set()  # the window is not full yet
-    d.record(1, 0.2, MiB)
-    assert d.congested() == {1} and d.events[-1]["congested"]
-    assert [d.passes_by(1) for _ in range(4)] == [True, True, True, False]  # M = 3 picks, then a probe
-    d.record(1, 0.3, MiB)  # the probe is slow: M more
-    assert d.passes_by(1) and d.congested() == {1}
-    assert abs(d.measured()[1] - 4 * MiB / (0.2 * 3 + 0.3)) < 1
-    d.record(1, 0.01, MiB)  # a probe within T: taken up again at once
-    assert d.congested() == set() and not d.passes_by(1) and not d.events[-1]["congested"]
-    # a fast OST is never marked
+        d.record(1, 0.02, MiB)
+    d.record(1, 0.2, MiB)  # one slow chunk among four: mean 0.065, marked
+    assert d.congested() == {1}
+    d.record(1, 0.01, MiB)  # recovered
+    for ost in (2, 3, 2, 3):  # four chunks elsewhere: OST 1's times have left the window
+        d.record(ost, 0.02, MiB)
+    d.record(1, 0.06, MiB)  # its only chunk in the window is slow: marked at once
+    assert d.congested() == {1}
+    # a fast OST is never marked, however many chunks it serves
     for _ in range(10):
         d.record(2, 0.02, MiB)
     assert 2 not in d.congested() and not d.passes_by(2)
