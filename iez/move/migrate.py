@@ -12,20 +12,26 @@ removed and the file is *skipped* (:class:`Skipped` says why): nothing is ever
 lost, at worst a file stays where it was. A reader holding the old file keeps
 reading the old inode, as after any rename. The inode number changes.
 
-On Lustre the same step is ``lfs migrate -o OSTS -S STRIPE_SIZE FILE`` (not
-run here: this machine has no Lustre), which keeps the inode and takes a lease
-that fails the migration if another process opens the file for writing, so
-open and changing files are skipped there by Lustre itself.
+On Lustre (:func:`migrate_lustre`) the step is ``lfs migrate --non-block -c
+COUNT -S STRIPE_SIZE -o OSTS [-p POOL] FILE``: Lustre copies into a volatile
+file with the new layout and swaps the layouts under a lease, keeping the
+inode, and in non-blocking mode gives up if any client opens the file during
+the copy; a refusal leaves the file as it was and is a skip. The same checks
+as above run first (the version the plan saw, local writers), and a file that
+already has the target layout (a migration whose end the journal did not
+see) is not moved again.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import stat
+import subprocess
 from dataclasses import dataclass
 from typing import Callable
 
-from iez.layout import emulated
+from iez.layout import emulated, lustre
 from iez.layout.model import Layout
 
 TMP_SUFFIX = ".iez-rebalance.tmp"
@@ -119,14 +125,57 @@ def _copy_attributes(src: str, dst: str, st: os.stat_result, layout_attr: str) -
     os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns))
 
 
+def lfs_migrate_argv(path: str, layout: Layout, lfs: str = "lfs") -> list[str]:
+    """The ``lfs migrate`` command that gives ``path`` the plain ``layout``, refusing if the file is in use."""
+    argv = [lfs, "migrate", "--non-block", "-c", str(layout.stripe_count), "-S", str(layout.stripe_size),
+            "-o", ",".join(map(str, layout.osts))]
+    if layout.pool:
+        argv += ["-p", layout.pool]
+    return argv + [path]
+
+
+def _has_layout(path: str, layout: Layout) -> bool:
+    try:
+        now = lustre.get_stripe(path)
+    except (OSError, ValueError):
+        return False
+    return now is not None and not now.components and tuple(now.osts) == tuple(layout.osts) \
+        and now.stripe_size == layout.stripe_size
+
+
+def migrate_lustre(path: str, layout: Layout, expect: Identity | None = None, lfs: str | None = None) -> int:
+    """``path`` migrated by Lustre to ``layout`` (see the module text); its inode number, which stays."""
+    before = _check(path, expect, "since the plan")
+    if _has_layout(path, layout):
+        return before.st_ino
+    lfs = lfs or shutil.which("lfs")
+    if lfs is None:
+        raise OSError(f"{path} is on Lustre but there is no lfs command on PATH to migrate it")
+    done = subprocess.run(lfs_migrate_argv(path, layout, lfs), capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL)
+    if done.returncode != 0:
+        said = (done.stderr or done.stdout).strip().splitlines()
+        raise Skipped(f"{path}: lfs migrate left it where it was (exit {done.returncode}"
+                      f"{': ' + said[-1][-300:] if said else ''})")
+    return os.lstat(path).st_ino
+
+
 def migrate(path: str, layout: Layout, expect: Identity | None = None,
-            copied: Callable[[int], None] | None = None) -> int:
+            copied: Callable[[int], None] | None = None, on_lustre: bool | None = None) -> int:
     """Give ``path`` the plain ``layout`` (see the module text); the new inode number.
 
     ``expect`` is the version the plan saw (None: whatever is there now);
     ``copied(inode)`` is called once the copy is durable and before the rename
-    (the journal's step). :class:`Skipped` when the file is left as it was.
+    (the journal's step; not on Lustre, where the swap is Lustre's). ``on_lustre``:
+    None to look (``statfs``). :class:`Skipped` when the file is left as it was.
     """
+    if on_lustre is None:
+        try:
+            on_lustre = lustre.is_lustre(path)
+        except OSError:
+            on_lustre = False  # gone: _check says so
+    if on_lustre:
+        return migrate_lustre(path, layout, expect)
     attr = emulated.xattr_name()
     before = _check(path, expect, "since the plan")
     tmp = tmp_path(path)
