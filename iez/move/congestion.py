@@ -6,7 +6,9 @@ mean is that of its chunks among them. A mean above T seconds (and a last chunk 
 the OST congested, and the next M picks of its queue pass it by. The chunk served after the skips is
 a probe: within T and the OST is taken up again at once; slower, and it is passed by again, for twice
 as many picks each time (up to ``BACKOFF`` x M), since an OST that stays congested costs a slow chunk
-per probe. The paper used W = 40, T = 0.05 s (the time of a 1 MB I/O on an idle OST) and M = 16.
+per probe. The paper used W = 40, T = 0.05 s (the time of a 1 MB I/O on an idle OST) and M = 16; so a
+chunk larger than 1 MiB (a wider stripe) is judged by its time per MiB, or every OST of a file striped
+at 4 MiB would look congested.
 
 Why a window over every OST and not the OST's own last W chunks: a per-OST window of 40 chunks needs
 about 10 slow chunks to move its mean past T when a competing job arrives (and 40 before a first
@@ -28,6 +30,7 @@ THRESHOLD_S = 0.05
 SKIP = 16
 #: Consecutive slow probes double an OST's skips, up to this many times M.
 BACKOFF = 8
+MiB = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -52,8 +55,10 @@ class Detector:
         self.settings = settings
         self.side = side
         self.started = time.monotonic() if started is None else started
-        self._window: deque[tuple[int, float, int]] = deque()  # (OST, seconds, bytes) of the last W chunks
+        # (OST, seconds, seconds judged, bytes) of the last W chunks
+        self._window: deque[tuple[int, float, float, int]] = deque()
         self._sums: dict[int, float] = {}
+        self._judged: dict[int, float] = {}
         self._counts: dict[int, int] = {}
         self._bytes: dict[int, int] = {}
         self._rate: dict[int, float] = {}  # bytes/s a congested OST served when last judged
@@ -65,17 +70,22 @@ class Detector:
 
     def record(self, ost: int, seconds: float, length: int) -> None:
         s = self.settings
+        real = seconds
+        if length > MiB:  # T is the time of 1 MiB: a larger chunk (a wider stripe) is judged per MiB
+            seconds = seconds * MiB / length
         with self._lock:
-            self._window.append((ost, seconds, length))
-            self._sums[ost] = self._sums.get(ost, 0.0) + seconds
+            self._window.append((ost, real, seconds, length))
+            self._sums[ost] = self._sums.get(ost, 0.0) + real
+            self._judged[ost] = self._judged.get(ost, 0.0) + seconds
             self._counts[ost] = self._counts.get(ost, 0) + 1
             self._bytes[ost] = self._bytes.get(ost, 0) + length
             if len(self._window) > s.window:
-                old, old_s, old_bytes = self._window.popleft()
+                old, old_s, old_judged, old_bytes = self._window.popleft()
                 self._sums[old] -= old_s
+                self._judged[old] -= old_judged
                 self._counts[old] -= 1
                 self._bytes[old] -= old_bytes
-            mean = self._sums[ost] / self._counts[ost]
+            mean = self._judged[ost] / self._counts[ost]
             if ost in self._congested:
                 # a probe after the skips: served within T, the OST is taken up again; else skipped longer
                 if seconds <= s.threshold_s:

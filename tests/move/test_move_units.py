@@ -65,3 +65,14 @@ def test_detector_window_spans_every_ost_so_old_times_age_out():
     for _ in range(10):
         d.record(2, 0.02, MiB)
     assert 2 not in d.congested() and not d.passes_by(2)
+
+
+def test_detector_judges_chunks_larger_than_a_mib_per_mib():
+    d = Detector(Settings(window=4, threshold_s=0.05, skip=3), "read")
+    for _ in range(4):
+        d.record(1, 0.1, 4 * MiB)  # 4 MiB at 40 MiB/s: 25 ms per MiB, an idle OST
+    assert d.congested() == set()
+    d.record(2, 0.6, 4 * MiB)  # 150 ms per MiB
+    assert d.congested() == {2} and abs(d.measured()[2] - 4 * MiB / 0.6) < 1
+    d.record(3, 0.04, 64 * 1024)  # a small chunk is judged by its own time: within T
+    assert 3 not in d.congested()
