@@ -478,7 +478,9 @@ class MdsService:
             return 0
         self.flush_and_wait()  # allocate against everything received so far
         placed = self.allocate(sorted(name for name, _ in pending))
-        self._last_pending = self.pending_apps()
+        # settled: what this pass saw and left as it was (e.g. no room). Requests stored during the pass
+        # (another application, or more of one) differ from what it saw and get a pass of their own.
+        self._last_pending = self.pending_apps() & pending
         return placed
 
     def allocate(self, apps: list[str]) -> int:
