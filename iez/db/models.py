@@ -230,6 +230,8 @@ class OstRow(Base):
     state: Mapped[str] = mapped_column(String(16), default="active", server_default="active")
     pools: Mapped[str | None] = mapped_column(Text)
     reserved_kbytes: Mapped[int | None] = mapped_column(BigInteger)
+    # The MDS's live load (migration 0009): read+write bytes/s over its smoothing window (iez.traffic).
+    load_bytes_s: Mapped[float | None] = mapped_column(Float)
 
 
 class OssStat(Base):

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Sequence
 
-from sqlalchemy import Connection, and_, delete, func, select
-from sqlalchemy.orm import Session, aliased
+from sqlalchemy import Connection, delete, func, select
+from sqlalchemy.orm import Session
 
 from iez.db.models import OssRow, OssStat, OstRow, OstStat, Reservation, utcnow
 from iez.freshness import StaleRule
@@ -190,11 +190,12 @@ def allocatable_kbytes(kbytes_avail: int, kbytes_total: int, reserved_bytes: int
 
 
 def usable_cluster(session: Session, now: datetime, stale_s: "float | StaleRule", ost_bandwidth: float = DEFAULT_OST_BANDWIDTH,
-                   oss_bandwidth: float = DEFAULT_OSS_BANDWIDTH) -> ClusterState:
+                   oss_bandwidth: float = DEFAULT_OSS_BANDWIDTH, with_load: bool = False) -> ClusterState:
     """OSTs whose OSS reported within ``stale_s``, with their state and pools, their free space less active
-    reservations and Lustre's reserved space (:func:`allocatable_kbytes`), and the configured bandwidths
-    (the DB keeps no live congestion; the MDS's view does)."""
+    reservations and Lustre's reserved space (:func:`allocatable_kbytes`), and the configured bandwidths;
+    with ``with_load``, each OST's live load as the MDS computes it from the stored counters (:func:`ost_loads`)."""
     reserved = reserved_bytes(session, now)
+    loads = ost_loads(session) if with_load else {}
     query = select(OstRow, OssRow).join(OssRow, OssRow.oss_id == OstRow.oss_id).order_by(OstRow.ost_index)
     if not isinstance(stale_s, StaleRule):
         query = query.where(OssRow.received >= stale_cutoff(now, stale_s))
@@ -206,7 +207,7 @@ def usable_cluster(session: Session, now: datetime, stale_s: "float | StaleRule"
         avail = allocatable_kbytes(ost.kbytes_avail, ost.kbytes_total, reserved.get(ost.ost_index, 0),
                                    ost.reserved_kbytes)
         osts.append(OST(ost.ost_index, ost.oss_id, ost.kbytes_total, avail, bandwidth=ost_bandwidth,
-                        state=ost.state or "active", pools=split_pools(ost.pools)))
+                        load=loads.get(ost.ost_index, 0.0), state=ost.state or "active", pools=split_pools(ost.pools)))
         osses[oss.oss_id] = OSS(oss.oss_id, _pct(oss.cpu_pct), _pct(oss.mem_pct), bandwidth=oss_bandwidth)
     return ClusterState.build(osts, list(osses.values()))
 
@@ -267,37 +268,27 @@ def _epoch_s(dt: datetime) -> float:
     return (dt - datetime(1970, 1, 1)).total_seconds()
 
 
+def ost_loads(conn: Connection | Session) -> dict[int, float]:
+    """Each OST's live load (read+write bytes/s) as the MDS's view computed it from the agents' counters
+    (:mod:`iez.traffic`) when it stored the OST's latest report; 0 where no MDS has computed one."""
+    return {int(index): float(load or 0.0)
+            for index, load in conn.execute(select(OstRow.ost_index, OstRow.load_bytes_s)).all()}
+
+
 def live_view(conn: Connection, now: datetime, default_stale_s: float, stale_intervals: int = 3) -> dict:
     """The cluster as the DB last saw it, for ``iez status``: every OST with its state, pools, space and load,
     every OSS with its age and whether it is fresh.
 
     An OSS is fresh while its last report is at most ``stale_intervals`` of its own report intervals old
-    (the MDS's rule), or ``default_stale_s`` when its reports give no interval. An OST's load is its
-    read+write rate between the time-series sample before its latest report and that report (0 when
-    there is none yet, or the counters were reset).
+    (the MDS's rule), or ``default_stale_s`` when its reports give no interval. An OST's load is the
+    MDS's figure (:func:`ost_loads`: read+write bytes/s over its last reports, resets left out).
     """
     rule = StaleRule(stale_intervals, default_stale_s / stale_intervals)
     reserved = reserved_bytes(conn, now)
-    earlier = aliased(OstStat)
-    before = (select(func.max(earlier.sample_time))
-              .where(earlier.ost_index == OstRow.ost_index, earlier.sample_time < OstRow.sample_time)
-              .correlate(OstRow).scalar_subquery())
-    rows = conn.execute(
-        select(OstRow, OstStat.sample_time.label("prev_time"), OstStat.read_bytes.label("prev_read"),
-               OstStat.write_bytes.label("prev_write"))
-        .outerjoin(OstStat, and_(OstStat.ost_index == OstRow.ost_index, OstStat.sample_time == before))
-        .order_by(OstRow.ost_index)).all()
+    loads = ost_loads(conn)
     osts: dict[int, dict] = {}
-    for row in rows:
-        if row.ost_index in osts:
-            continue  # two series rows with the same time: either gives the rate
-        load = 0.0
-        now_bytes = (row.read_bytes or 0) + (row.write_bytes or 0)
-        then_bytes = (row.prev_read or 0) + (row.prev_write or 0)
-        has_counters = row.read_bytes is not None or row.write_bytes is not None
-        if has_counters and row.prev_time is not None and now_bytes >= then_bytes:
-            seconds = _epoch_s(row.sample_time) - _epoch_s(row.prev_time)
-            load = (now_bytes - then_bytes) / seconds / (1 << 20) if seconds > 0 else 0.0
+    for row in conn.execute(select(OstRow).order_by(OstRow.ost_index)).all():
+        load = loads.get(row.ost_index, 0.0) / (1 << 20)
         lustre_kb = row.reserved_kbytes or 0
         osts[row.ost_index] = {
             "index": row.ost_index,

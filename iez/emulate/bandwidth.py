@@ -15,8 +15,9 @@ capped at 0.3 leaves a job beside it at least 0.7.
 
 Format (little-endian): a 32-byte header ``IEZBW001``, u32 version 2, u32 OST slots (highest index
 + 1), u32 OSS slots, u32 class slots, u64 window (bytes; 0: 4 MiB); then 32 bytes per OST index and
-per OSS: f64 rate in bytes/s (0: not slowed), u32 OSS slot (OSTs), u32 flags (1: present), 16
-unused bytes; then 32 bytes per class: u64 key (0 free, 1 class 0, else FNV-1a of the name), f64
+per OSS: f64 rate in bytes/s (0: not slowed), u32 OSS slot (OSTs), u32 flags (1: present), u64 bytes
+read and u64 bytes written through the OST since the table was made (every process adds what it
+sends, atomically, in scaled bytes: the emulated servers' traffic counters; 0 for OSSs); then 32 bytes per class: u64 key (0 free, 1 class 0, else FNV-1a of the name), f64
 weight, f64 cap, 8 unused bytes; then per server (OSTs, then OSSs) a u64 busy-until (CLOCK_MONOTONIC
 ns) per class; then per OSS an f64 rate limit in bytes/s per class (0: none): the NRS TBF rules of
 that OSS's ost_io service, copied by the emulator from its tree.
@@ -126,6 +127,10 @@ class Table:
 
     def rate(self, index: int) -> float:
         return struct.unpack_from("<d", self.map, self._ost(index))[0]
+
+    def counters(self, index: int) -> tuple[int, int]:
+        """Bytes read from and written to OST ``index`` through the emulated bandwidth since the table was made."""
+        return struct.unpack_from("<QQ", self.map, self._ost(index) + 16)
 
     def set_rate(self, index: int, server: Server) -> None:
         struct.pack_into("<d", self.map, self._ost(index), server.rate)

@@ -113,6 +113,7 @@ def ensure_keys(root: str | Path, oss_ids=()) -> EmulationKeys:
             os.replace(tmp, public)
     return keys
 MDT = "MDT0000"
+MiB = 1024 * 1024
 #: Lustre's default precreate limit (OST_MAX_PRECREATE): max_create_count when creation is allowed.
 MAX_CREATE_COUNT = 20000
 DEFAULT_QOS = {"prio_free_pct": 90, "threshold_rr_pct": 17, "maxage_s": 5}
@@ -355,15 +356,29 @@ def _apply_state(layout: ClusterLayout, index: int, state: str) -> None:
 
 
 class Emulator:
-    """Rewrites the capacity and counters of the OSS trees from the files below the data directories."""
+    """Rewrites the capacity and traffic counters of the OSS trees, as the servers' own obdfilter would.
+
+    Traffic is what the emulated servers served: every byte read or written through the emulated
+    bandwidth (any process with libiez and ``IEZ_EMULATE``; the table counts them, scaled), plus the
+    background load of other jobs (``load_mib_s`` of ``cluster.json``, the emulated physics),
+    integrated over time and counted half as reads, half as writes. A file that grew without passing
+    through the emulated bandwidth (a program without libiez) still counts as written: per interval an
+    OST's ``write_bytes`` rises by the larger of what the table counted and what its files grew.
+    The counters start at 0 when the emulator starts, as a server's do when it mounts its OSTs.
+    """
 
     def __init__(self, layout: ClusterLayout):
         self.layout = layout
         self.reader = LayoutReader()
         indices = [o.index for o in layout.osts]
+        self.read = dict.fromkeys(indices, 0)  # cumulative read_bytes counters
         self.written = dict.fromkeys(indices, 0)  # cumulative write_bytes counters
-        self.last_bytes = dict.fromkeys(indices, 0)
+        self.read_samples = dict.fromkeys(indices, 0)
         self.samples = dict.fromkeys(indices, 0)
+        self.last_bytes: dict[int, int] | None = None  # per-OST file bytes at the last update
+        self.last_table: dict[int, tuple[int, int]] = {}  # per-OST table counters at the last update
+        self.background = dict.fromkeys(indices, 0.0)  # bytes of background load not yet counted
+        self.last_time: float | None = None
         self.unplaced_bytes = 0
         self._tbf_errors: set[str] = set()
 
@@ -380,16 +395,58 @@ class Emulator:
                     per[ost] += nbytes
         return per
 
+    def _table_counters(self) -> dict[int, tuple[int, int]]:
+        from iez.emulate.bandwidth import Table
+
+        try:
+            table = Table(self.layout.root)
+        except ValueError:
+            return {}  # a cluster made before bandwidth tables: only file growth counts
+        try:
+            out = {}
+            for ost in self.layout.osts:
+                try:
+                    out[ost.index] = table.counters(ost.index)
+                except ValueError:
+                    pass
+            return out
+        finally:
+            table.close()
+
+    def _loads(self) -> dict[int, float]:
+        """The background load of each OST now (MiB/s): ``iez cluster set --load`` rewrites cluster.json."""
+        try:
+            current = ClusterLayout.load(self.layout.root)
+        except ValueError:
+            current = self.layout
+        return {o.index: o.load_mib_s for o in current.osts}
+
     def update(self) -> dict[int, int]:
         per = self.bytes_per_ost()
+        table = self._table_counters()
         now = time.time()
+        elapsed = 0.0 if self.last_time is None else max(0.0, now - self.last_time)
+        self.last_time = now
+        loads = self._loads() if elapsed else {}
         for ost in self.layout.osts:
             i = ost.index
-            grew = per[i] - self.last_bytes[i]
-            if grew > 0:
-                self.written[i] += grew
+            grew = per[i] - self.last_bytes[i] if self.last_bytes is not None else 0
+            read_now, written_now = table.get(i, (0, 0))
+            read_before, written_before = self.last_table.get(i, (0, 0))
+            # a table made anew (iez cluster emulate again) starts its counters at 0
+            served_read = read_now - read_before if read_now >= read_before else read_now
+            served_written = written_now - written_before if written_now >= written_before else written_now
+            self.background[i] += loads.get(i, 0.0) * MiB * elapsed
+            whole = int(self.background[i])
+            self.background[i] -= whole
+            read_add = served_read + whole // 2
+            write_add = max(grew, served_written) + whole - whole // 2
+            if read_add > 0:
+                self.read[i] += read_add
+                self.read_samples[i] += 1
+            if write_add > 0:
+                self.written[i] += write_add
                 self.samples[i] += 1
-            self.last_bytes[i] = per[i]
             used_kb = ost.base_used_kb + -(-per[i] // 1024)
             avail = max(0, ost.kbytes_total - used_kb)
             d = self.layout.ost_dir(i)
@@ -397,12 +454,20 @@ class Emulator:
             _write(d / "kbytestotal", f"{ost.kbytes_total}\n")
             _write(d / "kbytesfree", f"{avail}\n")
             _write(d / "kbytesavail", f"{avail}\n")
-            stats = f"snapshot_time             {now:.6f} secs.nsecs\n"
-            if self.samples[i]:
-                stats += f"write_bytes               {self.samples[i]} samples [bytes] 1 {self.written[i]} {self.written[i]}\n"
-            _write(d / "stats", stats)
+            _write(d / "stats", self._stats(i, now))
+        self.last_bytes = per
+        self.last_table = table
         self.apply_tbf()
         return per
+
+    def _stats(self, index: int, now: float) -> str:
+        """An obdfilter ``stats`` block: Lustre prints a counter only once it has samples."""
+        text = f"snapshot_time             {now:.6f} secs.nsecs\n"
+        for name, total, samples in (("read_bytes", self.read[index], self.read_samples[index]),
+                                     ("write_bytes", self.written[index], self.samples[index])):
+            if samples:
+                text += f"{name:<25s} {samples} samples [bytes] 1 {total} {total}\n"
+        return text
 
     def apply_tbf(self) -> None:
         """The NRS TBF rules in each OSS's tree (``ost/OSS/ost_io``, written by its agent) as rate limits of

@@ -358,7 +358,10 @@ class MdsService:
             return
         batch, self._batch = self._batch, []
         policies, self._batch_policies = self._batch_policies, {}
-        self._store_queue.put((batch, policies))  # bounded: a DB slower than the agents slows intake, nothing is lost
+        # each reported OST's row carries the load the view computed (iez status and the mover read it)
+        loads = {o.index: self.view.osts[o.index].rate for item in batch for o in item[0].osts
+                 if o.index in self.view.osts}
+        self._store_queue.put((batch, policies, loads))  # bounded: a DB slower than the agents slows intake
 
     def flush_and_wait(self) -> None:
         """Everything received so far is in the DB (allocation needs the latest free space there)."""
@@ -372,11 +375,11 @@ class MdsService:
             if item is None:
                 self._store_queue.task_done()
                 return
-            batch, policies = item
+            batch, policies, loads = item
             failing = False
             while True:
                 try:
-                    self.counters.reservations_ended += store_batch(self.engine, batch, policies)
+                    self.counters.reservations_ended += store_batch(self.engine, batch, policies, loads)
                     self.counters.stored += len(batch)
                     break
                 except Exception as err:
@@ -556,6 +559,9 @@ class MdsService:
                                       if o.stale and o.stale_since}},
             "osts": len(self.view.osts),
             "ost_states": self._ost_states(),
+            # what placement sees as other jobs' traffic (iez.traffic), the busy OSTs only
+            "loads_mib_s": {str(i): round(rate / (1 << 20), 3) for i, rate in sorted(self.view.loads().items())
+                            if rate >= 1024},
             "lustre": self.lustre_status,
             "allocation": {"passes": c.allocation_passes, "files": c.allocated, "deferred": c.deferred,
                            "failed": c.failed, "refused": c.refused, "last": self._last_allocation,

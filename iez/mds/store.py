@@ -37,16 +37,17 @@ _OSS_LATEST = {
 }
 _OST_LATEST = {
     "sqlite": "INSERT INTO osts (ost_index, name, oss_id, kbytes_total, kbytes_avail, read_bytes, write_bytes, "
-              "sample_time, state, pools, reserved_kbytes) VALUES ({}) ON CONFLICT (ost_index) DO UPDATE SET "
+              "sample_time, state, pools, reserved_kbytes, load_bytes_s) VALUES ({}) ON CONFLICT (ost_index) DO UPDATE SET "
               "name = excluded.name, oss_id = excluded.oss_id, kbytes_total = excluded.kbytes_total, "
               "kbytes_avail = excluded.kbytes_avail, read_bytes = excluded.read_bytes, "
               "write_bytes = excluded.write_bytes, sample_time = excluded.sample_time, state = excluded.state, "
-              "pools = excluded.pools, reserved_kbytes = excluded.reserved_kbytes",
+              "pools = excluded.pools, reserved_kbytes = excluded.reserved_kbytes, load_bytes_s = excluded.load_bytes_s",
     "mysql": "INSERT INTO osts (ost_index, name, oss_id, kbytes_total, kbytes_avail, read_bytes, write_bytes, "
-             "sample_time, state, pools, reserved_kbytes) VALUES ({}) ON DUPLICATE KEY UPDATE name = VALUES(name), "
+             "sample_time, state, pools, reserved_kbytes, load_bytes_s) VALUES ({}) ON DUPLICATE KEY UPDATE name = VALUES(name), "
              "oss_id = VALUES(oss_id), kbytes_total = VALUES(kbytes_total), kbytes_avail = VALUES(kbytes_avail), "
              "read_bytes = VALUES(read_bytes), write_bytes = VALUES(write_bytes), sample_time = VALUES(sample_time), "
-             "state = VALUES(state), pools = VALUES(pools), reserved_kbytes = VALUES(reserved_kbytes)",
+             "state = VALUES(state), pools = VALUES(pools), reserved_kbytes = VALUES(reserved_kbytes), "
+             "load_bytes_s = VALUES(load_bytes_s)",
 }
 _OST_POLICY = "UPDATE osts SET state = {0}, pools = {0}, reserved_kbytes = {0} WHERE ost_index = {0}"
 #: An OST's policy as the ``osts`` row stores it: state, pools (space-separated or None), reserved_kbytes.
@@ -62,7 +63,8 @@ def _stamp(dt: datetime, sqlite_db: bool):
     return dt.isoformat(sep=" ", timespec="microseconds") if sqlite_db else dt
 
 
-def store_batch(engine: Engine, reports: Sequence[tuple], policies: Mapping[int, Policy] | None = None) -> int:
+def store_batch(engine: Engine, reports: Sequence[tuple], policies: Mapping[int, Policy] | None = None,
+                loads: Mapping[int, float] | None = None) -> int:
     """Store ``(report, received[, in_series])`` tuples; returns the number of reservations they ended.
 
     Every report updates the live rows; only those marked ``in_series`` (all,
@@ -70,6 +72,7 @@ def store_batch(engine: Engine, reports: Sequence[tuple], policies: Mapping[int,
     (OST index -> state, pools, reserved_kbytes) is written with the OSTs'
     rows; an OST of a report without one gets the report's state and no pools
     or reserved space, and one without a report in the batch is updated alone.
+    ``loads`` (OST index -> bytes/s, the MDS's live view) goes with each reported OST's row (NULL: unknown).
 
     Plain driver-level ``executemany`` statements: SQLAlchemy's per-row work
     cost 250 µs a message, this about 20 (benchmarks/mds_bench.py).
@@ -97,7 +100,7 @@ def store_batch(engine: Engine, reports: Sequence[tuple], policies: Mapping[int,
             if policy is None:
                 policy = (o.state or "active", None, None)
             ost_latest[o.index] = (o.index, o.name, report.oss_id, o.kbytes_total, o.kbytes_avail, o.read_bytes,
-                                   o.write_bytes, t, *policy)
+                                   o.write_bytes, t, *policy, (loads or {}).get(o.index))
     policy_only = [(*policy, index) for index, policy in (policies or {}).items() if index not in ost_latest]
     ended = 0
     with write_session(engine) as session:
@@ -111,7 +114,7 @@ def store_batch(engine: Engine, reports: Sequence[tuple], policies: Mapping[int,
             if oss_latest:
                 cursor.executemany(_sql(_OSS_LATEST[dialect], 7, lite), list(oss_latest.values()))
             if ost_latest:
-                cursor.executemany(_sql(_OST_LATEST[dialect], 11, lite), list(ost_latest.values()))
+                cursor.executemany(_sql(_OST_LATEST[dialect], 12, lite), list(ost_latest.values()))
             if policy_only:
                 cursor.executemany(_OST_POLICY.format("?" if lite else "%s"), policy_only)
         finally:

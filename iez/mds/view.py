@@ -4,10 +4,13 @@ OSSs are stale, each OST's free space, and its read+write bandwidth.
 An OSS is stale after ``stale_intervals`` (3) of its own report intervals
 without a message; its OSTs are left out of allocation until it reports again.
 I/O congestion comes from the agents' cumulative ``read_bytes``/``write_bytes``
-counters: their rise between two reports over the time between the samples is
-the load other jobs drive on the OST now (bandwidth a new job cannot have); the
-highest rate an OST has shown raises its bandwidth above the configured default
-(a target proved faster than configured is taken at its word).
+counters: their rise over the last few reports (:mod:`iez.traffic`: a window of
+three intervals, resets left out) is the load other jobs drive on the OST now
+(bandwidth a new job cannot have); the highest rate an OST has shown raises its
+bandwidth above the configured default (a target proved faster than configured
+is taken at its word). A job's own traffic never steers its own placement: its
+files are allocated before it runs (from its predicted requests), and what it
+wrote counts as other jobs' load only for later allocations, for three intervals.
 
 Lustre's policy for each OST comes from two places: its OSS reports the OST's
 own state (message version 2: degraded, readonly, nocreate), and the MDS's
@@ -20,6 +23,7 @@ reservations and Lustre's reserved space.
 from __future__ import annotations
 
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
@@ -31,6 +35,7 @@ from iez.db.models import OssRow, OstRow
 from iez.db.stats import OssReport, allocatable_kbytes, join_pools, split_pools
 from iez.freshness import StaleRule
 from iez.mds.lustre_params import LustreParams, OstPolicy
+from iez.traffic import WINDOW_REPORTS, load, peak, traffic
 from iez.model import DEFAULT_OSS_BANDWIDTH, DEFAULT_OST_BANDWIDTH, OSS, OST, ClusterState
 
 #: Free space moving by this share of an OST's size makes a "material" change.
@@ -70,8 +75,9 @@ class OstState:
     kbytes_avail: int
     counters: int | None = None  # read + write bytes, cumulative
     counter_time: float | None = None
-    rate: float = 0.0  # bytes/s
+    rate: float = 0.0  # bytes/s, smoothed over the last reports (iez.traffic)
     peak_rate: float = 0.0  # the highest rate seen: what the OST has proved it sustains
+    samples: deque = field(default_factory=lambda: deque(maxlen=WINDOW_REPORTS))  # (time, counters)
     avail_at_alloc: int | None = field(default=None)  # kbytes_avail at the last allocation pass
     oss_state: str = "active"  # what its OSS reports
     lustre: OstPolicy = field(default_factory=OstPolicy)  # what the MDS's parameters say
@@ -126,7 +132,7 @@ class ClusterView:
             stale=old.stale if old else False)  # refresh() reports it fresh again
         for o in report.osts:
             state = self.osts.get(o.index)
-            counters = None if o.read_bytes is None and o.write_bytes is None else (o.read_bytes or 0) + (o.write_bytes or 0)
+            counters = traffic(o.read_bytes, o.write_bytes)
             if state is None or state.oss_id != report.oss_id:
                 state = self.osts[o.index] = OstState(o.index, o.name, report.oss_id, o.kbytes_total, o.kbytes_avail,
                                                       lustre=self._lustre_policy(o.index, state))
@@ -140,11 +146,10 @@ class ClusterView:
             if reported != state.oss_state:
                 state.oss_state = reported
                 self.changed = True
-            if counters is not None:
-                if state.counters is not None and state.counter_time is not None and sample > state.counter_time:
-                    delta = counters - state.counters
-                    state.rate = delta / (sample - state.counter_time) if delta >= 0 else 0.0  # reset: unknown
-                    state.peak_rate = max(state.peak_rate, state.rate)
+            if counters is not None and (state.counter_time is None or sample > state.counter_time):
+                state.samples.append((sample, counters))
+                state.rate = load(state.samples)
+                state.peak_rate = max(state.peak_rate, peak(list(state.samples)[-2:]))
                 state.counters, state.counter_time = counters, sample
 
     def _lustre_policy(self, index: int, previous: OstState | None) -> OstPolicy:
@@ -241,12 +246,14 @@ class ClusterView:
         oss_rows, ost_rows = read(engine, load)
         members: dict[str, list[int]] = {}
         for o in ost_rows:  # Core rows: columns by name
-            counters = None if o.read_bytes is None and o.write_bytes is None else (o.read_bytes or 0) + (o.write_bytes or 0)
+            counters = traffic(o.read_bytes, o.write_bytes)
             view.osts[o.ost_index] = OstState(o.ost_index, o.name, o.oss_id, o.kbytes_total, o.kbytes_avail,
                                               counters, epoch(o.sample_time) if counters is not None else None,
                                               oss_state=o.state or "active",
                                               lustre=OstPolicy(pools=split_pools(o.pools),
                                                                reserved_kbytes=o.reserved_kbytes))
+            if counters is not None:
+                view.osts[o.ost_index].samples.append((epoch(o.sample_time), counters))
             members.setdefault(o.oss_id, []).append(o.ost_index)
         for s in oss_rows:
             view.osses[s.oss_id] = OssState(s.oss_id, s.seq, epoch(s.sample_time), epoch(s.received),

@@ -1,9 +1,11 @@
 """Where a movement's destination files go: chosen by iez's allocator with the live loads, away from
 the OSTs the mover itself found congested, and applied before the first byte is written.
 
-The live view is the emulated cluster's ``ROOT/cluster.json`` when ``IEZ_EMULATE=ROOT`` is set (its
-``load_mib_s`` are what ``iez cluster set --load`` changes) and the destination lies in one of that
-cluster's data directories; on Lustre it is the interaction DB's view of the OSTs. An OST the mover
+The OSTs, their sizes and bandwidths are the emulated cluster's description (``ROOT/cluster.json``)
+when ``IEZ_EMULATE=ROOT`` is set and the destination lies in one of that cluster's data directories;
+on Lustre they are the interaction DB's view of the OSTs. Either way each OST's load is what its
+server measured: the live load the MDS computes from the agents' traffic counters, read from the
+interaction DB (:func:`iez.db.stats.ost_loads`); never a configured figure. An OST the mover
 measured as congested counts with the rate it measured (its load is raised to bandwidth less that
 rate), so the allocator sends it fewer bytes or none. Files placed earlier in the same movement count
 as used space, so ties between equally fast OSTs spread files over them. ``--naive`` places
@@ -71,23 +73,35 @@ class Placer:
         return self.where != "none"
 
     def cluster(self) -> ClusterState:
-        if self.where == "emulated":
-            from iez.sim.description import load_cluster
-
-            return load_cluster(self.cluster_file)
         from iez.config import Settings
-        from iez.db import open_db
+        from iez.db import DatabaseMissing, open_db
         from iez.db.models import utcnow
-        from iez.db.stats import usable_cluster
+        from iez.db.stats import ost_loads, usable_cluster
         from sqlalchemy.orm import Session
 
         settings = Settings.from_env()
-        engine = open_db(settings)
+        if self.where == "emulated":
+            try:
+                engine = open_db(settings)
+            except DatabaseMissing:
+                engine = None  # no MDS has recorded this cluster: no live load; the mover's own measurements only
+        else:
+            engine = open_db(settings)
+        loads: dict[int, float] = {}
         try:
-            with Session(engine) as session:
-                return usable_cluster(session, utcnow(), settings.oss_stale_s)
+            if engine is not None:
+                with Session(engine) as session:
+                    if self.where != "emulated":
+                        return usable_cluster(session, utcnow(), settings.oss_stale_s, with_load=True)
+                    loads = ost_loads(session)
         finally:
-            engine.dispose()
+            if engine is not None:
+                engine.dispose()
+        from iez.sim.description import load_cluster
+
+        described = load_cluster(self.cluster_file)
+        osts = [replace(o, load=loads.get(o.index, 0.0)) for o in described.osts]
+        return ClusterState.build(osts, list(described.osses.values()), described.fill_cap)
 
     def place(self, items: list[tuple[str, int, int, int]], measured: dict[int, float]) -> list[Layout | None]:
         """Layouts for ``(path, bytes, stripe count, stripe size)`` items; ``measured``: bytes/s of OSTs found

@@ -24,7 +24,8 @@
  * u32 version (2), u32 OST slots (the highest index + 1), u32 OSS slots, u32 class slots, u64
  * window (bytes a server may still be serving when a call returns; 0: 4 MiB); then one 32-byte
  * slot per OST index and one per OSS: f64 rate (bytes/s; 0: not throttled), u32 OSS slot (OSTs),
- * u32 flags (1: present), u64 unused, u64 unused; then one 32-byte slot per class: u64 key (0:
+ * u32 flags (1: present), u64 bytes read and u64 bytes written through it since the table was made
+ * (OSTs; added atomically by every process, scaled bytes; unused for OSSs); then one 32-byte slot per class: u64 key (0:
  * free, 1: class 0, else a hash of the name), f64 weight, f64 cap (0: none), u64 unused; then per
  * server (OSTs, then OSSs) one u64 busy-until (CLOCK_MONOTONIC ns) per class; then per OSS one f64
  * rate limit in bytes/s per class (0: none): the NRS TBF rules of the OSS's ost_io service, which
@@ -489,6 +490,9 @@ void iez_bw_io(int fd, int64_t off, int64_t len, uint64_t started_ns, int writin
         unsigned char *slot = ost_slot(bf->osts[i]);
         if (!slot)
             continue;
+        /* the OST counts what it served, as an obdfilter's read_bytes/write_bytes do (the emulator
+         * publishes them in the OST's stats file, so the agents and the MDS see real traffic) */
+        __atomic_add_fetch((uint64_t *)(void *)(slot + (writing ? 24 : 16)), per[i], __ATOMIC_RELAXED);
         uint64_t end = reserve(bf->osts[i], slot, per[i], started_ns, &ret);
         if (end > done)
             done = end;

@@ -16,6 +16,7 @@ from iez.db.engine import make_engine
 from iez.db.models import utcnow
 from iez.db.stats import OssReport, OstReport
 from iez.mds.store import store_batch
+from iez.mds.view import ClusterView
 
 GiB_KB = 1024 * 1024
 MiB = 1 << 20
@@ -38,8 +39,14 @@ def fill_db(db: str) -> None:
     second = report("oss0", 2, now - timedelta(seconds=2), {0: (8 * GiB_KB, 1000 * MiB, "active"),
                                                             1: (5 * GiB_KB, 0, "degraded")})
     old = report("oss1", 1, now - timedelta(seconds=1000), {2: (GiB_KB, 7, "active")})
-    store_batch(engine, [(first, now - timedelta(seconds=12)), (old, now - timedelta(seconds=1000))], policies)
-    store_batch(engine, [(second, now - timedelta(seconds=2))], policies)
+    # the loads the MDS stores with each row are its live view's (iez.traffic), as iez mds computes them
+    view = ClusterView()
+    for r in (first, old):
+        view.apply(r)
+    store_batch(engine, [(first, now - timedelta(seconds=12)), (old, now - timedelta(seconds=1000))], policies,
+                view.loads())
+    view.apply(second)
+    store_batch(engine, [(second, now - timedelta(seconds=2))], policies, view.loads())
     engine.dispose()
 
 
