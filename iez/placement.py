@@ -46,6 +46,9 @@ class PlacementSettings:
     fill_weight: float = 0.0
     ost_bandwidth: float = DEFAULT_OST_BANDWIDTH  # bytes/s, where the cluster does not say
     oss_bandwidth: float = DEFAULT_OSS_BANDWIDTH
+    # per server, from the site's hardware description (iez mds --bandwidths): OST index / OSS id -> bytes/s
+    ost_bandwidths: dict = field(default_factory=dict)
+    oss_bandwidths: dict = field(default_factory=dict)
     oss_load_weight: float = 0.5
     # the qos baseline's Lustre settings (lod.*.qos_threshold_rr, qos_prio_free as fractions; the MDS reads them)
     threshold_rr: float = 0.17
@@ -60,7 +63,8 @@ class PlacementSettings:
             raise ValueError(f"fill_cap={self.fill_cap} is outside (0, 1]")
         if self.fill_weight < 0:
             raise ValueError(f"fill_weight={self.fill_weight} must not be negative")
-        if self.ost_bandwidth <= 0 or self.oss_bandwidth <= 0:
+        if self.ost_bandwidth <= 0 or self.oss_bandwidth <= 0 or \
+                any(b <= 0 for b in (*self.ost_bandwidths.values(), *self.oss_bandwidths.values())):
             raise ValueError("bandwidths must be positive")
 
     def make_policy(self) -> Policy:

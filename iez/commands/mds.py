@@ -46,6 +46,9 @@ def register(subparsers) -> None:
                    help="an OST's bandwidth until its counters show more (default 200 MiB/s)")
     p.add_argument("--oss-bandwidth", type=float, default=DEFAULT_OSS_BANDWIDTH / MiB, metavar="MIB_S",
                    help="an OSS's bandwidth over all its OSTs (default 600 MiB/s)")
+    p.add_argument("--bandwidths", type=Path, metavar="FILE",
+                   help="the servers' bandwidths, per OST and per OSS (bandwidth_mib_s of a cluster description, "
+                        "JSON or lfs df; nothing else is taken from it, loads included: those are measured)")
     p.add_argument("--oss-load-weight", type=float, default=0.5, metavar="W",
                    help="share of an OSS's bandwidth lost at 100%% reported CPU (default 0.5; 0 ignores CPU)")
     p.add_argument("--curve-secret-key", type=Path, metavar="FILE",
@@ -143,9 +146,17 @@ def _run(args: argparse.Namespace) -> int:
     engine = open_db(settings)  # never creates: `iez db upgrade` does
     from iez.placement import PlacementSettings
 
+    ost_bandwidths, oss_bandwidths = {}, {}
+    if args.bandwidths:
+        from iez.sim.description import load_cluster
+
+        described = load_cluster(args.bandwidths)
+        ost_bandwidths = {o.index: o.bandwidth for o in described.osts}
+        oss_bandwidths = {k: oss.bandwidth for k, oss in described.osses.items()}
     placement = PlacementSettings(args.policy, fill_cap=args.fill_cap, fill_weight=args.fill_weight,
                                   ost_bandwidth=args.ost_bandwidth * MiB, oss_bandwidth=args.oss_bandwidth * MiB,
-                                  oss_load_weight=args.oss_load_weight)
+                                  oss_load_weight=args.oss_load_weight, ost_bandwidths=ost_bandwidths,
+                                  oss_bandwidths=oss_bandwidths)
     config = MdsConfig(bind=args.bind, placement=placement, interval_s=args.interval,
                        stale_intervals=args.stale_intervals, cpu_max=args.cpu_max, mem_max=args.mem_max,
                        reservation_ttl_s=settings.reservation_ttl_s,

@@ -20,12 +20,14 @@ def free_port() -> int:
 
 
 class Services:
-    """MDS + emulated cluster (3 OSS x 5 OSTs, one agent each) + REST API on loopback."""
+    """MDS + emulated cluster (from a description, one agent per OSS) + REST API on loopback."""
 
-    def __init__(self, work: Path, db: str, oss: int = 3, osts_per_oss: int = 5, ost_size: str = "10G",
-                 fill: str = "0.20-0.80", seed: int = 11):
+    def __init__(self, work: Path, db: str, description: dict):
         self.work, self.db = work, db
-        self.oss, self.osts_per_oss, self.ost_size, self.fill, self.seed = oss, osts_per_oss, ost_size, fill, seed
+        self.description = work / "cluster-description.json"
+        self.description.write_text(json.dumps(description, indent=1))
+        self.oss_ids = [oss["id"] for oss in description["oss"]]
+        self.n_osts = sum(len(oss["osts"]) for oss in description["oss"])
         self.mds_endpoint = f"tcp://127.0.0.1:{free_port()}"
         self.api_port = free_port()
         self.status_file = work / "mds-status.json"
@@ -47,24 +49,24 @@ class Services:
         iez = [sys.executable, "-m", "iez.cli"]
         # authenticated as on a real cluster: the MDS's key pair and one per OSS under the cluster root, made
         # before the MDS starts; `iez cluster emulate` finds them there and gives each agent its own
-        keys = ensure_keys(self.cluster_root, [f"oss{k}" for k in range(self.oss)])
+        keys = ensure_keys(self.cluster_root, self.oss_ids)
         # agents report every 2 s: three missed reports (6 s) on a machine this busy would be a false alarm at 1 s
         self._start("mds", iez + ["mds", "--db", self.db, "--bind", self.mds_endpoint, "--interval", "2",
                                   *keys.mds_options(),
+                                  # the site's hardware (each server's bandwidth); loads it measures
+                                  "--bandwidths", str(self.description),
                                   "--status-file", str(self.status_file),
                                   # the demo itself keeps this small machine busy: no resource gate here; and
                                   # the emulated OSSs all share this host, so their cpu readings are noise
                                   "--cpu-max", "100", "--mem-max", "100", "--oss-load-weight", "0"])
         self._wait(lambda: self.status_file.exists(), timeout, "the MDS to start")
-        self._start("cluster", iez + ["cluster", "emulate", "--root", str(self.cluster_root), "--oss", str(self.oss),
-                                      "--osts-per-oss", str(self.osts_per_oss), "--ost-size", self.ost_size,
-                                      "--fill", self.fill, "--seed", str(self.seed), "--mds", self.mds_endpoint,
-                                      "--interval", "2"])
+        self._start("cluster", iez + ["cluster", "emulate", "--root", str(self.cluster_root), "--cluster",
+                                      str(self.description), "--mds", self.mds_endpoint, "--interval", "2"])
         self._start("api", iez + ["api", "--db", self.db, "--port", str(self.api_port), "--log-level", "warning"],
                     env={"IEZ_API_TOKEN": self.token})
-        osts = self.oss * self.osts_per_oss
-        self._wait(lambda: len(self.status()["osses"]["fresh"]) == self.oss and self.status()["osts"] == osts,
-                   timeout, f"{self.oss} agents to report {osts} OSTs")
+        osts, n_oss = self.n_osts, len(self.oss_ids)
+        self._wait(lambda: len(self.status()["osses"]["fresh"]) == n_oss and self.status()["osts"] == osts,
+                   timeout, f"{n_oss} agents to report {osts} OSTs")
         self._wait(self.api_ok, timeout, "the API")
         return self.status()
 

@@ -33,10 +33,10 @@ int main(int argc, char **argv) {
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (argc < 3) MPI_Abort(MPI_COMM_WORLD, 2);
+    if (argc < 4) MPI_Abort(MPI_COMM_WORLD, 2);
     long long bytes = atoll(argv[2]);
     char path[4096];
-    snprintf(path, sizeof path, "%s/FPP1-Part%08d-of-%08d.data", argv[1], rank, size);
+    snprintf(path, sizeof path, "%s/%s-Part%08d-of-%08d.data", argv[1], argv[3], rank, size);
     static char header[65536];
     memset(header, 'h', sizeof header);
     MPI_File fh;
@@ -54,7 +54,7 @@ int main(int argc, char **argv) {
 PYTHON_RANK = r"""
 import os, sys
 rank, size, out, nbytes = int(os.environ["IEZ_DEMO_RANK"]), int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
-path = os.path.join(out, f"FPP1-Part{rank:08d}-of-{size:08d}.data")
+path = os.path.join(out, f"{sys.argv[4]}-Part{rank:08d}-of-{size:08d}.data")
 fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o644)
 os.pwrite(fd, b"h" * 65536, 0)
 os.pwrite(fd, b"e", nbytes - 1)   # sparse: full logical size
@@ -64,12 +64,10 @@ os.close(fd)
 
 MEASURE_RANK = r"""
 import json, os, sys, time
-# rewrites the first 1/K of this rank's (placed) file in 1 MiB writes, starting at a common time; under
+# rewrites the first NBYTES of one (placed) file in 1 MiB writes, starting at a common time; under
 # IEZ_EMULATE with IEZ_EMULATE_SCALE=K each byte stands for K, so the emulated cluster serves the whole
 # logical file through its layout; prints when this rank's I/O began and ended (wall clock)
-rank, size, out, nbytes, start = (int(os.environ["IEZ_DEMO_RANK"]), int(sys.argv[1]), sys.argv[2],
-                                  int(sys.argv[3]), float(sys.argv[4]))
-path = os.path.join(out, f"FPP1-Part{rank:08d}-of-{size:08d}.data")
+path, nbytes, start = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 block = b"d" * (1 << 20)
 while time.time() < start:
     time.sleep(0.002)
@@ -79,7 +77,7 @@ done = 0
 while done < nbytes:
     done += os.write(fd, block[:min(len(block), nbytes - done)])
 os.close(fd)
-print(json.dumps({"rank": rank, "start": t0, "end": time.time()}))
+print(json.dumps({"start": t0, "end": time.time()}))
 """
 
 
@@ -88,19 +86,19 @@ def file_bytes(ranks: int) -> int:
     return BYTES_8_RANKS * 8 // ranks
 
 
-def measure(ranks: int, out: Path, env: dict[str, str], scale: int, timeout: float = 300) -> float:
-    """The job's wall-clock I/O time when each rank rewrites its file through the emulated bandwidth:
-    from the first rank's open to the last rank's close (all start together, after interpreter start)."""
-    nbytes = file_bytes(ranks) // scale
-    start = time.time() + 1.0 + 0.1 * ranks
-    procs = [subprocess.Popen([sys.executable, "-c", MEASURE_RANK, str(ranks), str(out), str(nbytes), str(start)],
-                              env={**os.environ, **env, "IEZ_DEMO_RANK": str(rank), "IEZ_EMULATE_SCALE": str(scale)},
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in range(ranks)]
+def measure(files: list[tuple[Path, int]], env: dict[str, str], scale: int, timeout: float = 300) -> float:
+    """The wall-clock I/O time of processes that each rewrite one of ``files`` (path, logical bytes) through
+    the emulated bandwidth, all starting together (after interpreter start): from the first open to the
+    last close."""
+    start = time.time() + 1.0 + 0.1 * len(files)
+    procs = [subprocess.Popen([sys.executable, "-c", MEASURE_RANK, str(path), str(nbytes // scale), str(start)],
+                              env={**os.environ, **env, "IEZ_EMULATE_SCALE": str(scale)},
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for path, nbytes in files]
     spans, failed = [], []
-    for rank, proc in enumerate(procs):
+    for (path, _), proc in zip(files, procs):
         stdout, err = proc.communicate(timeout=timeout)
         if proc.returncode != 0:
-            failed.append(f"rank {rank}: {err.strip()[-200:]}")
+            failed.append(f"{path.name}: {err.strip()[-200:]}")
         else:
             spans.append(json.loads(stdout))
     if failed:
@@ -109,14 +107,22 @@ def measure(ranks: int, out: Path, env: dict[str, str], scale: int, timeout: flo
 
 
 class Writer:
-    def __init__(self, work: Path, ranks: int, prefer_mpi: bool = True):
-        self.work, self.ranks = work, ranks
+    """One job's writer: ``ranks`` processes, each writing ``PREFIX-PartRRRRRRRR-of-NNNNNNNN.data`` of
+    ``nbytes`` (default: HACC-IO's 10 M particles over the ranks)."""
+
+    def __init__(self, work: Path, ranks: int, prefer_mpi: bool = True, nbytes: int | None = None,
+                 prefix: str = "FPP1"):
+        self.work, self.ranks, self.prefix = work, ranks, prefix
+        self.nbytes = nbytes or file_bytes(ranks)
         self.kind = "python"
         self.exe: Path | None = None
         if prefer_mpi and shutil.which("mpicc") and shutil.which("mpirun"):
             src = work / "hacc_writer.c"
-            src.write_text(MPI_SOURCE)
             exe = work / "hacc_writer"
+            if exe.is_file():
+                self.kind, self.exe = "mpi", exe
+                return
+            src.write_text(MPI_SOURCE)
             built = subprocess.run(["mpicc", "-O2", "-o", str(exe), str(src)], capture_output=True, text=True)
             if built.returncode == 0:
                 self.kind, self.exe = "mpi", exe
@@ -125,21 +131,26 @@ class Writer:
 
     def describe(self) -> str:
         what = f"mpirun -np {self.ranks} (MPI-IO)" if self.kind == "mpi" else f"{self.ranks} Python processes"
-        return f"{what}, {self.ranks} files of {file_bytes(self.ranks):,} bytes (sparse)"
+        return f"{what}, {self.ranks} files of {self.nbytes:,} bytes (sparse)"
+
+    def files(self, out: Path) -> list[Path]:
+        return [out / f"{self.prefix}-Part{rank:08d}-of-{self.ranks:08d}.data" for rank in range(self.ranks)]
 
     def run(self, out: Path, env: dict[str, str], timeout: float = 180) -> None:
         out.mkdir(parents=True, exist_ok=True)
-        nbytes = file_bytes(self.ranks)
+        nbytes = self.nbytes
         if self.kind == "mpi":
             passed = [a for key in env if key.startswith("IEZ_") or key == "LD_PRELOAD" for a in ("-x", key)]
-            cmd = ["mpirun", "--oversubscribe", "-np", str(self.ranks), *passed, str(self.exe), str(out), str(nbytes)]
+            cmd = ["mpirun", "--oversubscribe", "-np", str(self.ranks), *passed, str(self.exe), str(out), str(nbytes),
+                   self.prefix]
             done = subprocess.run(cmd, env={**os.environ, **env, "OMPI_ALLOW_RUN_AS_ROOT": "1",
                                             "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"},
                                   capture_output=True, text=True, timeout=timeout)
             if done.returncode != 0:
                 raise RuntimeError(f"mpirun exited with {done.returncode}: {done.stderr.strip()[-400:]}")
             return
-        procs = [subprocess.Popen([sys.executable, "-c", PYTHON_RANK, str(self.ranks), str(out), str(nbytes)],
+        procs = [subprocess.Popen([sys.executable, "-c", PYTHON_RANK, str(self.ranks), str(out), str(nbytes),
+                                   self.prefix],
                                   env={**os.environ, **env, "IEZ_DEMO_RANK": str(rank), "PMI_RANK": str(rank),
                                        "PMI_SIZE": str(self.ranks)},
                                   stderr=subprocess.PIPE, text=True) for rank in range(self.ranks)]

@@ -24,8 +24,9 @@ A description's state becomes switches the way an administrator sets it:
 ``inactive`` as ``osp.*.active=0`` on the MDS. Every ``interval`` the emulator
 walks the data directories, stripes each file's logical size over its emulated
 layout (RAID-0 arithmetic, ``iez usage``), and rewrites ``kbytesavail``
-(capacity less the initial fill less those bytes) and the ``write_bytes``
-counter of ``stats`` (which only grows, as on a server). Files are written to a
+(capacity less the initial fill less those bytes) and the ``read_bytes`` and
+``write_bytes`` counters of ``stats`` (what the emulated servers served: see
+:class:`Emulator`). Files are written to a
 temporary name and renamed, so a reader never sees half a file. Files without
 a layout are counted as unplaced and change no OST.
 
@@ -361,9 +362,9 @@ class Emulator:
     Traffic is what the emulated servers served: every byte read or written through the emulated
     bandwidth (any process with libiez and ``IEZ_EMULATE``; the table counts them, scaled), plus the
     background load of other jobs (``load_mib_s`` of ``cluster.json``, the emulated physics),
-    integrated over time and counted half as reads, half as writes. A file that grew without passing
-    through the emulated bandwidth (a program without libiez) still counts as written: per interval an
-    OST's ``write_bytes`` rises by the larger of what the table counted and what its files grew.
+    integrated over time and counted half as reads, half as writes. A program writing into the data
+    directories without the emulated bandwidth changes free space, not traffic: it never passed
+    through the emulated servers (and a sparse file's logical size is no measure of bytes sent).
     The counters start at 0 when the emulator starts, as a server's do when it mounts its OSTs.
     """
 
@@ -375,7 +376,6 @@ class Emulator:
         self.written = dict.fromkeys(indices, 0)  # cumulative write_bytes counters
         self.read_samples = dict.fromkeys(indices, 0)
         self.samples = dict.fromkeys(indices, 0)
-        self.last_bytes: dict[int, int] | None = None  # per-OST file bytes at the last update
         self.last_table: dict[int, tuple[int, int]] = {}  # per-OST table counters at the last update
         self.background = dict.fromkeys(indices, 0.0)  # bytes of background load not yet counted
         self.last_time: float | None = None
@@ -430,7 +430,6 @@ class Emulator:
         loads = self._loads() if elapsed else {}
         for ost in self.layout.osts:
             i = ost.index
-            grew = per[i] - self.last_bytes[i] if self.last_bytes is not None else 0
             read_now, written_now = table.get(i, (0, 0))
             read_before, written_before = self.last_table.get(i, (0, 0))
             # a table made anew (iez cluster emulate again) starts its counters at 0
@@ -440,7 +439,7 @@ class Emulator:
             whole = int(self.background[i])
             self.background[i] -= whole
             read_add = served_read + whole // 2
-            write_add = max(grew, served_written) + whole - whole // 2
+            write_add = served_written + whole - whole // 2
             if read_add > 0:
                 self.read[i] += read_add
                 self.read_samples[i] += 1
@@ -455,7 +454,6 @@ class Emulator:
             _write(d / "kbytesfree", f"{avail}\n")
             _write(d / "kbytesavail", f"{avail}\n")
             _write(d / "stats", self._stats(i, now))
-        self.last_bytes = per
         self.last_table = table
         self.apply_tbf()
         return per

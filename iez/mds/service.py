@@ -492,7 +492,8 @@ class MdsService:
         placement = self.config.placement
 
         def cluster_of(session, now):
-            return self.view.cluster(reserved_bytes(session, now), placement.ost_bandwidth, placement.oss_bandwidth)
+            return self.view.cluster(reserved_bytes(session, now), placement.ost_bandwidth, placement.oss_bandwidth,
+                                     placement.ost_bandwidths, placement.oss_bandwidths)
 
         for app in apps:
             started = time.perf_counter()

@@ -208,9 +208,12 @@ class ClusterView:
         return {o.index: o.rate for o in self.osts.values() if not self.osses[o.oss_id].stale}
 
     def cluster(self, reserved: dict[int, int], ost_bandwidth: float = DEFAULT_OST_BANDWIDTH,
-                oss_bandwidth: float = DEFAULT_OSS_BANDWIDTH) -> ClusterState:
+                oss_bandwidth: float = DEFAULT_OSS_BANDWIDTH, ost_bandwidths: dict[int, float] | None = None,
+                oss_bandwidths: dict[str, float] | None = None) -> ClusterState:
         """Fresh OSSs' OSTs with their state and pools, their free space less ``reserved`` bytes and Lustre's
-        reserved space, bandwidth and live load."""
+        reserved space, bandwidth (per server where the site described it, else the default; raised to
+        what the counters showed) and live load."""
+        ost_bandwidths, oss_bandwidths = ost_bandwidths or {}, oss_bandwidths or {}
         osts, osses = [], {}
         for o in sorted(self.osts.values(), key=lambda o: o.index):
             oss = self.osses.get(o.oss_id)
@@ -218,10 +221,11 @@ class ClusterView:
                 continue
             avail = allocatable_kbytes(o.kbytes_avail, o.kbytes_total, reserved.get(o.index, 0),
                                        o.lustre.reserved_kbytes)
-            osts.append(OST(o.index, o.oss_id, o.kbytes_total, avail, bandwidth=max(ost_bandwidth, o.peak_rate),
+            osts.append(OST(o.index, o.oss_id, o.kbytes_total, avail,
+                            bandwidth=max(ost_bandwidths.get(o.index, ost_bandwidth), o.peak_rate),
                             load=o.rate, state=o.state, pools=o.lustre.pools))
             osses[oss.oss_id] = OSS(oss.oss_id, min(100.0, oss.cpu_pct), min(100.0, oss.mem_pct),
-                                    bandwidth=oss_bandwidth)
+                                    bandwidth=oss_bandwidths.get(oss.oss_id, oss_bandwidth))
         return ClusterState.build(osts, list(osses.values()))
 
     def allocated(self) -> None:
