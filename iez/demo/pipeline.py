@@ -36,7 +36,7 @@ from iez.demo.scenarios import Scenario, demo as demo_scenario
 from iez.demo.services import Services
 from iez.demo.writers import Writer, measure
 from iez.layout.usage import usage
-from iez.model import ClusterState, WriteRequest, io_time, oss_loads, oss_usable_bandwidth
+from iez.model import ClusterState, WriteRequest, io_time, oss_loads, oss_usable_bandwidth, raid0_bytes
 from iez.traffic import WINDOW_REPORTS
 
 #: In the measured runs each byte written stands for this many (IEZ_EMULATE_SCALE): 6.4 GB of logical
@@ -71,6 +71,7 @@ class PolicyRun:
     measured_s: float | None = None  # wall-clock I/O time through the emulated bandwidth
     seconds_per_ost: dict[int, float] = field(default_factory=dict)  # bytes over what the job gets there
     seconds_per_oss: dict[str, float] = field(default_factory=dict)
+    max_fill: float = 0.0  # the fullest OST after the run's bytes (the fill cap is a promise to the site)
 
 
 def find_library(build: bool = True) -> Path:
@@ -164,7 +165,8 @@ class Demo:
                          "measured_s": None if r.measured_s is None else round(r.measured_s, 3),
                          "util": {str(k): round(v, 5) for k, v in sorted(r.util.items())},
                          "seconds_per_ost": {str(k): round(v, 4) for k, v in sorted(r.seconds_per_ost.items())},
-                         "seconds_per_oss": {k: round(v, 4) for k, v in sorted(r.seconds_per_oss.items())}}
+                         "seconds_per_oss": {k: round(v, 4) for k, v in sorted(r.seconds_per_oss.items())},
+                         "max_fill": round(r.max_fill, 4)}
                      for p, r in self.runs.items()},
             **self.facts,
         }
@@ -287,9 +289,11 @@ class Demo:
                      for oss in self.scenario.description["oss"] for o in oss["osts"]}
         oss_bw = {oss["id"]: oss["bandwidth_mib_s"] * (1 << 20) for oss in self.scenario.description["oss"]}
         self.model = ClusterState.build([replace(o, bandwidth=bandwidth[o.index]) for o in view.osts],
-                                        [replace(s, bandwidth=oss_bw[k]) for k, s in view.osses.items()])
+                                        [replace(s, bandwidth=oss_bw[k]) for k, s in view.osses.items()],
+                                        self.scenario.description.get("fill_cap", view.fill_cap))
         self.start_avail = dict(read(self.engine, lambda c: c.execute(
             select(OstRow.ost_index, OstRow.kbytes_avail)).all()))
+        self.facts["makespan_bound_s"] = round(self._bound(), 3)
         pinned = 0
         for policy, placer in (("rr", RoundRobinPolicy(seed=0)), ("qos", QosPolicy(seed=0))):
             requests = [replace(r, file=str(self._out(policy) / Path(r.file).name)) for r in self.predicted]
@@ -297,6 +301,23 @@ class Demo:
                 pin(self.engine, allocation.file, allocation.stripe_size, allocation.osts)
                 pinned += 1
         return f"rr and qos layouts for the same {len(self.predicted)} files on the same view ({pinned} pinned)"
+
+    def _bound(self) -> float:
+        """The I/O time no placement within the fill cap can beat on the MDS's view (the simulator's bound:
+        whole stripe objects, each OST's and OSS's bandwidth left for the job)."""
+        import numpy as np
+
+        from iez.allocate.base import StripeRules
+        from iez.sim.metrics import Bandwidths, makespan_bound
+
+        rules = StripeRules()
+        objects = [b for r in self.predicted for b in raid0_bytes(r.write_bytes, rules.size(r.write_bytes,
+                                                                                            r.stripe_count),
+                                                                  r.stripe_count) * r.mirror_count]
+        osts = self.model.osts
+        room = np.array([o.room_bytes(self.model.fill_cap) for o in osts], dtype=np.int64)
+        mask = np.array([o.takes_stripes for o in osts], dtype=bool)
+        return makespan_bound(np.array(objects, dtype=np.int64), mask, room, Bandwidths.of(self.model))
 
     def _clear(self, out: Path) -> None:
         if out.exists():
@@ -332,8 +353,10 @@ class Demo:
         for o in self.model.osts:
             per_oss_bytes[o.oss_id] = per_oss_bytes.get(o.oss_id, 0) + bytes_per_ost.get(o.index, 0)
         per_oss = {k: b / oss_usable_bandwidth(self.model.osses[k], loads[k]) for k, b in per_oss_bytes.items()}
+        fill = max((o.bytes_total - self.start_avail.get(o.index, 0) * 1024 + bytes_per_ost.get(o.index, 0))
+                   / o.bytes_total for o in self.model.osts)
         return PolicyRun(policy, max(util.values()) / mean if mean else 0.0, max(util.values()), mean, util,
-                         dict(bytes_per_ost), io_time(self.model, bytes_per_ost), None, per_ost, per_oss)
+                         dict(bytes_per_ost), io_time(self.model, bytes_per_ost), None, per_ost, per_oss, fill)
 
     def _compare(self) -> str:
         """What users feel is the job's time: iez must be at least as fast as Lustre's allocators, modelled
