@@ -37,6 +37,10 @@ laminar (nested) resource allocation problem:
   cheapest stripe slots are taken, greedily in cost order subject to the nested
   caps (optimal for separable convex costs over this polymatroid, Federgruen and
   Groenevelt 1986), by a level search with per-OSS inner levels.
+- *Which object where.* The class counts every object as the fullest one; a
+  file's objects shrink with their position (a short last stripe), so each
+  file's OSTs are ordered by finish time and its smaller objects land on the
+  OSTs and OSSs that finish last (:meth:`BandwidthPolicy._smaller_objects_last`).
 
 A class that does not fit under the cap keeps the most requests that do, and
 refuses the rest with the reason; a degraded OST is used only for files that
@@ -313,11 +317,41 @@ class BandwidthPolicy(Policy):
         rows = deal_to_requests(y, state.order, keep, c)
         rows = np.take_along_axis(rows, np.argsort(state.rank[rows], axis=1, kind="stable"), axis=1)
         rotate = (np.arange(c)[None, :] + np.arange(keep)[:, None]) % c  # the first stripe rotates between files
-        rows = state.index[np.take_along_axis(rows, rotate, axis=1)]
+        rows = np.take_along_axis(rows, rotate, axis=1)
+        self._smaller_objects_last(state, b, members, rows)
+        rows = state.index[rows]
         if c > 1 and (np.diff(np.sort(rows, axis=1), axis=1) == 0).any():
             raise AssertionError("iez: a file got the same OST twice")
         for i, row in zip(members, map(tuple, rows.tolist())):
             out[i] = row
+
+    @staticmethod
+    def _smaller_objects_last(state: _Cluster, b: int, members: list[int], rows: np.ndarray) -> None:
+        """Order each file's OSTs (``rows``, positions, in place) so that its smaller objects (a short last
+        stripe, stripes a small file never reaches) go to the OSTs and OSSs that finish last, and take what
+        they do not write off the state.
+
+        The class is solved as if every object held the fullest ``b`` bytes; which OST gets the shorter ones
+        decides whether the busiest server gains the difference (a file's objects shrink with their position
+        in RAID-0, so the OSTs sorted by finish time, soonest first, take them in order). Files are dealt a
+        few at a time (about one per OST) against the finish times the earlier ones left, so equally busy
+        OSTs take turns."""
+        c = rows.shape[1]
+        w, size = (np.asarray(a)[members] for a in state.shapes[:2])
+        shapes, inverse = np.unique(np.stack([w, size], axis=1), axis=0, return_inverse=True)
+        gaps = np.array([b - np.array(raid0_bytes(int(x), int(s), c)) for x, s in shapes.tolist()], dtype=float)
+        inverse = inverse.ravel()
+        todo = np.flatnonzero(gaps.any(axis=1)[inverse])
+        step = max(1, len(state.bw) // c)
+        for start in range(0, len(todo), step):
+            pick = todo[start:start + step]
+            sub = rows[pick]
+            oss = state.oss[sub]
+            finish = np.maximum(state.placed[sub] / state.bw[sub], state.oss_placed[oss] / state.oss_bw[oss])
+            rows[pick] = sub = np.take_along_axis(sub, np.lexsort((state.rank[sub], finish)), axis=1)
+            short = gaps[inverse[pick]].ravel()
+            np.subtract.at(state.placed, sub.ravel(), short)
+            np.subtract.at(state.oss_placed, state.oss[sub].ravel(), short)
 
     def _place_objects(self, state: _Cluster, objects: list[int], room: np.ndarray) -> tuple[int, ...] | None:
         """One file, object by object (largest first), each on the OST that finishes it soonest among those
