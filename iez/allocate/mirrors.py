@@ -1,10 +1,7 @@
 """Mirrored files (Lustre FLR, seed 003's CEFT): each copy of a file in failure domains of its own.
 
-A batch with mirrored files is placed in rounds. Round 0 places one copy of
-every file, as a batch without mirrors would be placed. Round ``k`` places the
-``k+1``-th copy of the files that ask for that many, grouped by the failure
-domains their earlier copies use, each group on the OSTs outside those domains.
-The policy carries the bytes of earlier rounds (:meth:`Policy.carry`), so
+Every copy is placed by the policy's own solver, a group of copies per call,
+and the policy carries the bytes of earlier calls (:meth:`Policy.carry`), so
 every copy costs write bandwidth and room like any other stripe: a file with
 two mirrors writes its bytes twice, and iez balances all of them.
 
@@ -14,8 +11,10 @@ a controller pair), else the OSS itself.
 - **iez** (``mirror_domains``): the domains are dealt into ``m`` groups of
   about equal bandwidth (CEFT's primary and backup groups) and copy ``k`` of a
   file goes to group ``(k + t) % m``, ``t`` turning from file to file so
-  primaries spread over every group; a copy that does not fit its group takes
-  any domain no other copy of the file uses. A file whose pool has fewer
+  primaries spread over every group. All the copies bound for one group are
+  placed together, groups of least bandwidth first (:func:`_place_in_groups`);
+  a copy that does not fit its group takes any domain no other copy of the
+  file uses; files without mirrors go last. A file whose pool has fewer
   domains than copies, or whose free domains cannot take a copy, is refused
   with the reason.
 - **rr / qos** model Lustre's FLR (``lfs mirror create -N``, ``lfs setstripe
@@ -24,8 +23,9 @@ a controller pair), else the OSS itself.
   other mirrors use and from their OSSs; when that leaves too few OSTs it tries
   again avoiding only those OSTs, and finally takes any OST. It knows OSSs, not
   racks or controller pairs, so a site's ``domain`` is only honoured through
-  pools. Here: the view without the other mirrors' OSSs, else without their
-  OSTs, else the whole view.
+  pools. Here: in rounds, round ``k`` placing every file's ``k+1``-th copy on
+  the view without the other mirrors' OSSs, else without their OSTs, else the
+  whole view.
 
 The preferred mirror (Lustre's ``prefer`` flag, CEFT's hot-spot skipping) is
 the copy whose busiest OST and OSS is least loaded in the live view.
@@ -35,7 +35,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from iez.model import EOF_END, OST, Allocation, ClusterState, Component, WriteRequest
+import numpy as np
+
+from iez.model import EOF_END, OST, Allocation, ClusterState, Component, WriteRequest, oss_loads, oss_usable_bandwidth
 
 if TYPE_CHECKING:  # pragma: no cover
     from iez.allocate.base import Placement, Policy
@@ -73,27 +75,31 @@ def mirror_domains_shared(cluster: ClusterState, allocation: Allocation) -> bool
     return False
 
 
-def busiest(cluster: ClusterState, osts: set[int]) -> float:
-    """The busiest of ``osts`` and their OSSs, as the fraction of bandwidth live load takes."""
-    by_index = {o.index: o for o in cluster.osts}
-    worst = 0.0
+def ost_busy(cluster: ClusterState) -> dict[int, float]:
+    """Per OST, the larger of its own and its OSS's share of bandwidth that live load takes."""
     oss_load: dict[str, float] = {}
     for o in cluster.osts:
         oss_load[o.oss_id] = oss_load.get(o.oss_id, 0.0) + o.load
-    for i in osts:
-        o = by_index.get(i)
-        if o is None:
-            continue
+    out = {}
+    for o in cluster.osts:
         server = cluster.osses.get(o.oss_id)
-        worst = max(worst, o.load / o.bandwidth)
-        if server is not None:
-            worst = max(worst, (oss_load[o.oss_id] + server.hidden_load) / server.bandwidth)
-    return worst
+        out[o.index] = max(o.load / o.bandwidth, 0.0 if server is None else
+                           (oss_load[o.oss_id] + server.hidden_load) / server.bandwidth)
+    return out
 
 
-def preferred_mirror(cluster: ClusterState, mirrors: tuple[tuple[Component, ...], ...]) -> int:
+def busiest(cluster: ClusterState, osts: set[int], busy: dict[int, float] | None = None) -> float:
+    """The busiest of ``osts`` and their OSSs, as the fraction of bandwidth live load takes (``busy``: the
+    :func:`ost_busy` of ``cluster``, when the caller asks about many sets)."""
+    busy = ost_busy(cluster) if busy is None else busy
+    return max((busy[i] for i in osts if i in busy), default=0.0)
+
+
+def preferred_mirror(cluster: ClusterState, mirrors: tuple[tuple[Component, ...], ...],
+                     busy: dict[int, float] | None = None) -> int:
     """The copy whose busiest OST or OSS is least loaded (the first on ties)."""
-    loads = [busiest(cluster, copy_osts(m)) for m in mirrors]
+    busy = ost_busy(cluster) if busy is None else busy
+    loads = [busiest(cluster, copy_osts(m), busy) for m in mirrors]
     return min(range(len(mirrors)), key=lambda k: (loads[k], k))
 
 
@@ -141,93 +147,211 @@ def place_mirrored(policy: "Policy", cluster: ClusterState, requests: tuple[Writ
     outcomes: list = [None] * len(requests)
     singles = tuple(_single(r) for r in requests)
     if policy.mirror_domains:  # refuse up front what the pool's domains cannot hold
+        domains_in: dict[str | None, int] = {}
         for i, r in enumerate(requests):
             if r.mirror_count > 1:
                 pools = {c.pool or r.pool for c in r.components} or {r.pool}
                 for pool in pools:
-                    have = {dom[o.index] for o in _candidates(cluster, pool)}
-                    if len(have) < r.mirror_count:
+                    if pool not in domains_in:
+                        domains_in[pool] = len({dom[o.index] for o in _candidates(cluster, pool)})
+                    have = domains_in[pool]
+                    if have < r.mirror_count:
                         where = f"pool {pool}" if pool else "the file system"
                         outcomes[i] = Refused(
                             f"mirror_count={r.mirror_count} needs as many failure domains (OSS, or the cluster "
-                            f"description's domain), {where} has {len(have)} that take new stripes")
+                            f"description's domain), {where} has {have} that take new stripes")
                         break
-    n_domains = max(1, len(set(dom.values())))
-    sets = {(m, t): domain_sets(cluster, dom, m, t)
-            for m in {r.mirror_count for r in requests if r.mirror_count > 1}
-            for t in range(n_domains if n_domains % m else 1)}
-    offset: dict[int, int] = {}
-    turn = [0] * len(requests)  # which group of domains each mirrored file's first copy takes
+    placed: dict[tuple[int, int], Allocation] = {}  # (file, copy) -> that copy's layout
+    failed: dict[int, str] = {}
+
+    def place(view: ClusterState, items: list[tuple[int, int]]) -> tuple[list[tuple[int, int]], str]:
+        """Copies ``(file, k)`` on ``view`` in one call; the later calls see their bytes. Returns those refused."""
+        got = policy._place_copies(view, tuple(singles[i] for i, _ in items))
+        still, reason, now = [], "", []
+        for item, outcome in zip(items, got.outcomes):
+            if isinstance(outcome, Refused):
+                still.append(item)
+                reason = outcome.reason
+            else:
+                placed[item] = outcome
+                now.append(item)
+        policy.carry(_bytes_per_ost([singles[i] for i, _ in now], [placed[x] for x in now]))
+        return still, reason
+
+    def fail(i: int, k: int, reason: str) -> None:
+        """Copy ``k`` of file ``i`` found no room: the file is refused and its other copies' bytes given back."""
+        r = requests[i]
+        failed[i] = reason if r.mirror_count == 1 else (
+            f"mirror {k + 1} of {r.mirror_count}: the failure domains no other mirror of the file uses cannot "
+            f"take it ({reason})")
+        mine = [(i, j) for j in range(r.mirror_count) if (i, j) in placed]
+        back = _bytes_per_ost([singles[i]] * len(mine), [placed.pop(x) for x in mine])
+        policy.carry({ost: -b for ost, b in back.items()})
+
+    if policy.mirror_domains:
+        _place_in_groups(policy, cluster, requests, outcomes, dom, placed, failed, place, fail)
+    else:
+        _place_in_rounds(cluster, requests, outcomes, placed, failed, place, fail)
+    busy = ost_busy(cluster)
     for i, r in enumerate(requests):
-        if r.mirror_count > 1 and outcomes[i] is None:
-            turn[i] = offset.get(r.mirror_count, 0)
-            offset[r.mirror_count] = turn[i] + 1
-    copies: dict[int, list[tuple[Component, ...]]] = {}
-    rounds = max((r.mirror_count for r in requests), default=1)
-    for k in range(rounds):
-        groups: dict[tuple, list[int]] = {}
-        for i, r in enumerate(requests):
-            if (k == 0 and outcomes[i] is None) or (r.mirror_count > k and i in copies):
-                used = frozenset(o for m in copies.get(i, ()) for o in copy_osts(m))
-                if r.mirror_count == 1:
-                    key: tuple = (None,)
-                elif policy.mirror_domains:  # files whose earlier copies took the same domains place together
-                    m = r.mirror_count
-                    partition = sets[(m, (turn[i] // m) % (n_domains if n_domains % m else 1))]
-                    key = (partition[(k + turn[i]) % m], frozenset(dom[o] for o in used))
-                else:
-                    key = (frozenset(), used)
-                groups.setdefault(key, []).append(i)
-        for key, members in groups.items():
-            tiers = [cluster] if key[0] is None else [cluster.with_osts(t) for t in _tiers(policy, cluster, dom, *key)]
-            left, reason = members, ""
-            for view in tiers:
-                if not left:
-                    break
-                got = policy._place_copies(view, tuple(singles[i] for i in left))
-                still, placed_now = [], []
-                for i, outcome in zip(left, got.outcomes):
-                    if isinstance(outcome, Refused):
-                        still.append(i)
-                        reason = outcome.reason
-                    else:
-                        copies.setdefault(i, []).append(copy_components(outcome))
-                        if k == 0:
-                            outcomes[i] = outcome
-                        placed_now.append((singles[i], outcome))
-                # the next call (another group, another tier, the next round) sees these bytes
-                policy.carry(_bytes_per_ost([r for r, _ in placed_now], [a for _, a in placed_now]))
-                left = still
-            for i in left:
-                r = requests[i]
-                if r.mirror_count == 1:
-                    outcomes[i] = Refused(reason)
-                else:
-                    outcomes[i] = Refused(f"mirror {k + 1} of {r.mirror_count}: the failure domains no other mirror "
-                                          f"of the file uses cannot take it ({reason})")
-                copies.pop(i, None)
-    for i, mirrors in copies.items():
-        if requests[i].mirror_count == 1:
+        if outcomes[i] is not None:
             continue
-        a = outcomes[i]
-        ms = tuple(mirrors)
-        outcomes[i] = Allocation(a.file, a.stripe_size, a.osts, a.policy, a.pool, a.components, a.note, ms,
-                                 preferred_mirror(cluster, ms))
+        if i in failed:
+            outcomes[i] = Refused(failed[i])
+        elif r.mirror_count == 1:
+            outcomes[i] = placed[(i, 0)]
+        else:
+            a = placed[(i, 0)]
+            ms = tuple(copy_components(placed[(i, k)]) for k in range(r.mirror_count))
+            outcomes[i] = Allocation(a.file, a.stripe_size, a.osts, a.policy, a.pool, a.components, a.note, ms,
+                                     preferred_mirror(cluster, ms, busy))
     return Placement(requests, tuple(outcomes))
 
 
-def _tiers(policy: "Policy", cluster: ClusterState, dom: dict[int, str], group: frozenset[str],
-           used: frozenset) -> list[list[OST]]:
-    """The OST sets a copy is tried on, in order (see the module docstring); ``used``: the domains (iez) or OSTs
-    (Lustre's allocators) the file's earlier copies hold."""
-    if policy.mirror_domains:
-        taken = used
-        return [[o for o in cluster.osts if dom[o.index] in group and dom[o.index] not in taken],
-                [o for o in cluster.osts if dom[o.index] not in taken]]
-    if not used:
-        return [list(cluster.osts)]
+def _held(placed: dict, i: int, copies: int) -> set[int]:
+    """The OSTs the placed copies (of the first ``copies``) of file ``i`` hold."""
+    return {o for k in range(copies) if (i, k) in placed for o in copy_osts(copy_components(placed[(i, k)]))}
+
+
+def _ost_speed(cluster: ClusterState, oss_load_weight: float) -> dict[int, float]:
+    """Bytes/s a job can stream to each OST, its OSS's usable bandwidth shared out in proportion to its OSTs'."""
+    load = oss_loads(cluster)
+    ost_sum: dict[str, float] = {}
+    for o in cluster.osts:
+        ost_sum[o.oss_id] = ost_sum.get(o.oss_id, 0.0) + o.usable_bandwidth
+    out = {}
+    for o in cluster.osts:
+        server = cluster.osses.get(o.oss_id)
+        cap = oss_usable_bandwidth(server, load[o.oss_id], oss_load_weight) if server is not None else np.inf
+        out[o.index] = o.usable_bandwidth * min(1.0, cap / ost_sum[o.oss_id])
+    return out
+
+
+def _plan(cluster: ClusterState, dom: dict[int, str], speed: dict[int, float], demand: dict[frozenset[str], int],
+          fill_cap: float) -> dict[frozenset[str], dict[int, float]] | None:
+    """Where the copies bound for each group of domains would go if bytes were fluid: the bytes of each group
+    on each OST of its domains such that every domain finishes by the least common time, within room (an LP).
+    Groups that share domains are placed one after another, and the groups still to come hold their share of
+    this plan meanwhile, so an earlier group does not take the bandwidth a later one has nowhere else to find.
+    None when no plan fits the room."""
+    from scipy.optimize import linprog
+    from scipy.sparse import coo_matrix
+
+    domains = sorted({d for g in demand for d in g})
+    at = {d: k for k, d in enumerate(domains)}
+    bw = np.zeros(len(domains))
+    room = np.zeros(len(domains))
+    for o in cluster.osts:
+        if o.takes_stripes and dom[o.index] in at:
+            bw[at[dom[o.index]]] += speed[o.index]
+            room[at[dom[o.index]]] += o.room_bytes(fill_cap)
+    pairs = [(g, d) for g in demand for d in sorted(g)]
+    n = len(pairs)
+    scale = max(demand.values()) or 1  # bytes in units of the largest demand: HiGHS prefers numbers near 1
+    rows, cols, vals = [], [], []
+    for j, (g, d) in enumerate(pairs):
+        rows += [at[d], len(domains) + at[d]]
+        cols += [j, j]
+        vals += [1.0, 1.0]
+    rows += range(len(domains))
+    cols += [n] * len(domains)
+    vals += (-bw / scale).tolist()  # x (in units of scale bytes) <= T bw / scale
+    a_ub = coo_matrix((vals, (rows, cols)), shape=(2 * len(domains), n + 1))
+    b_ub = np.concatenate((np.zeros(len(domains)), room / scale))
+    index = {g: k for k, g in enumerate(demand)}
+    a_eq = coo_matrix(([1.0] * n, ([index[g] for g, _ in pairs], range(n))), shape=(len(demand), n + 1))
+    b_eq = np.array([demand[g] / scale for g in demand])
+    cost = np.zeros(n + 1)
+    cost[n] = 1.0
+    res = linprog(cost, A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=b_eq, bounds=(0, None), method="highs")
+    if not res.success:
+        return None
+    share: dict[str, list[tuple[int, float]]] = {d: [] for d in domains}  # a domain's bytes go by OST speed
+    for o in cluster.osts:
+        if o.takes_stripes and dom[o.index] in at and bw[at[dom[o.index]]] > 0:
+            share[dom[o.index]].append((o.index, speed[o.index] / bw[at[dom[o.index]]]))
+    out: dict[frozenset[str], dict[int, float]] = {g: {} for g in demand}
+    for (g, d), x in zip(pairs, res.x[:n] * scale):
+        if x > 0:
+            out[g].update((o, x * f) for o, f in share[d])
+    return out
+
+
+def _place_in_groups(policy: "Policy", cluster: ClusterState, requests, outcomes: list, dom: dict[int, str],
+                     placed: dict, failed: dict, place, fail) -> None:
+    """iez: every copy goes to the group of domains its file's turn gives it (:func:`domain_sets`), all the
+    copies bound for one group in one call, so the solver balances them together. Groups with the least
+    bandwidth go first: their copies have nowhere else to go, while a wider group's copies still spread
+    around what the narrower ones left (placing copy 0 of every file first would fix a narrow group's load
+    before the copies it must also take are known). A copy its group cannot hold then takes any domain no
+    other copy of its file uses; files without mirrors go last, anywhere."""
+    n_domains = max(1, len(set(dom.values())))
+    turns = {m: n_domains if n_domains % m else 1 for m in {r.mirror_count for r in requests if r.mirror_count > 1}}
+    sets = {(m, t): domain_sets(cluster, dom, m, t) for m, n in turns.items() for t in range(n)}
+    offset: dict[int, int] = {}
+    bound_for: dict[frozenset[str], list[tuple[int, int]]] = {}
+    for i, r in enumerate(requests):
+        m = r.mirror_count
+        if m == 1 or outcomes[i] is not None:
+            continue
+        turn = offset.get(m, 0)  # which group of domains the file's first copy takes
+        offset[m] = turn + 1
+        partition = sets[(m, (turn // m) % turns[m])]
+        for k in range(m):
+            bound_for.setdefault(partition[(k + turn) % m], []).append((i, k))
+    speed = _ost_speed(cluster, getattr(policy, "oss_load_weight", 0.0))
+    bandwidth: dict[str, float] = {}
+    for o in cluster.osts:
+        bandwidth[dom[o.index]] = bandwidth.get(dom[o.index], 0.0) + speed[o.index]
+    order = sorted(bound_for, key=lambda g: (sum(bandwidth[d] for d in g), len(g), sorted(g)))
+    overlap = sum(len(g) for g in order) > len(set().union(*order)) if order else False
+    plan = _plan(cluster, dom, speed, {g: sum(requests[i].write_bytes for i, _ in bound_for[g]) for g in order},
+                 getattr(policy, "fill_cap", None) or cluster.fill_cap) if overlap else None
+    if plan is not None:  # every group's share is held until the group itself is placed
+        for group in order:
+            policy.carry(plan[group])
+    left: list[tuple[int, int]] = []
+    for group in order:
+        if plan is not None:
+            policy.carry({o: -x for o, x in plan[group].items()})
+        still, _ = place(cluster.with_osts([o for o in cluster.osts if dom[o.index] in group]), bound_for[group])
+        left += still
+    for k in sorted({k for _, k in left}):  # a copy its group could not hold: any domain its file leaves free
+        by_taken: dict[frozenset[str], list[int]] = {}
+        for i, _ in sorted(x for x in left if x[1] == k and x[0] not in failed):
+            taken = frozenset(dom[o] for o in _held(placed, i, requests[i].mirror_count))
+            by_taken.setdefault(taken, []).append(i)
+        for taken, files in by_taken.items():
+            still, reason = place(cluster.with_osts([o for o in cluster.osts if dom[o.index] not in taken]),
+                                  [(i, k) for i in files])
+            for i, _ in still:
+                fail(i, k, reason)
+    plain = [(i, 0) for i, r in enumerate(requests) if r.mirror_count == 1 and outcomes[i] is None]
+    if plain:
+        still, reason = place(cluster, plain)
+        for i, _ in still:
+            fail(i, 0, reason)
+
+
+def _place_in_rounds(cluster: ClusterState, requests, outcomes: list, placed: dict, failed: dict, place,
+                     fail) -> None:
+    """Lustre's FLR (rr, qos): round ``k`` places the ``k+1``-th copy, files whose earlier copies hold the same
+    OSTs together, on the view without those OSTs' servers, else without those OSTs, else the whole view."""
     by_index = {o.index: o for o in cluster.osts}
-    servers = {by_index[o].oss_id for o in used if o in by_index}
-    return [[o for o in cluster.osts if o.oss_id not in servers],
-            [o for o in cluster.osts if o.index not in used],
-            list(cluster.osts)]
+    for k in range(max((r.mirror_count for r in requests), default=1)):
+        by_used: dict[frozenset[int], list[int]] = {}
+        for i, r in enumerate(requests):
+            if outcomes[i] is None and i not in failed and r.mirror_count > k:
+                used = frozenset(_held(placed, i, k))
+                by_used.setdefault(used, []).append(i)
+        for used, files in by_used.items():
+            servers = {by_index[o].oss_id for o in used if o in by_index}
+            tiers = [[o for o in cluster.osts if o.oss_id not in servers],
+                     [o for o in cluster.osts if o.index not in used], list(cluster.osts)] if used else \
+                [list(cluster.osts)]
+            left, reason = [(i, k) for i in files], ""
+            for view in tiers:
+                if left:
+                    left, reason = place(cluster.with_osts(view), left)
+            for i, _ in left:
+                fail(i, k, reason)
