@@ -18,7 +18,10 @@ The model is simple and stated:
   ``makespan_s`` is the sum over the jobs (they run one after another), and
   ``makespan_bound_s`` the sum of per-job bounds computed on the space the run
   started with (a job never has more room than that, and less room never makes
-  a job faster), so it bounds every placement that keeps to the fill cap.
+  a job faster), so it bounds every placement that keeps to the fill cap. It
+  counts every byte a policy must send: every stripe object of every copy of a
+  mirrored file. It does not assume the copies sit in distinct failure domains
+  (Lustre's allocators may share one), which only lowers it.
   Times are modelled from bandwidths, never measured.
 """
 
@@ -150,7 +153,8 @@ def prepare(scenario: Scenario, settings: Settings | None = None) -> Prepared:
 
 
 def job_objects(prepared: Prepared, requests, rules: StripeRules | None = None) -> dict[str | None, list[int]]:
-    """Per pool, the stripe-object sizes the job's files would have (every policy sizes stripes alike)."""
+    """Per pool, the stripe-object sizes the job's files would have (every policy sizes stripes alike), each
+    as many times as the file has copies: every mirror of an FLR file is written, so every copy costs time."""
     rules = rules or StripeRules()
     out: dict[str | None, list[int]] = {}
     usable: dict[str | None, int] = {}
@@ -167,7 +171,7 @@ def job_objects(prepared: Prepared, requests, rules: StripeRules | None = None) 
         if count < 1 or count > usable_in(pool):
             continue  # no policy can place it: it is refused everywhere
         size = stripe_size or rules.size(request.write_bytes, count)
-        out.setdefault(pool, []).extend(raid0_bytes(request.write_bytes, size, count))
+        out.setdefault(pool, []).extend(raid0_bytes(request.write_bytes, size, count) * request.mirror_count)
     return out
 
 
