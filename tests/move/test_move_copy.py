@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from move_helpers import REPO, MiB, XATTR, emulated_cluster, iez_copy, sha, with_layout
+from move_helpers import REPO, LiveCluster, MiB, XATTR, emulated_cluster, iez_copy, sha, with_layout
 
 from iez.layout.emulated import parse_attr
 
@@ -48,13 +48,26 @@ def test_every_byte_mode_and_layout_arrives_and_chunks_add_up(tmp_path):
 
 
 def test_a_congested_ost_serves_fewer_chunks_and_gets_fewer_files(tmp_path):
-    root, data = emulated_cluster(tmp_path, ost_mib_s=40, loads={3: 30})  # OST 3: 10 MiB/s, 0.1 s a chunk
+    live = LiveCluster(tmp_path)  # 40 MiB/s per OST
+    try:
+        congested_copy(live)
+    finally:
+        live.stop()
+
+
+def congested_copy(live: LiveCluster) -> None:
+    root, data = live.root, live.data
+    done = subprocess.run([sys.executable, "-m", "iez.cli", "cluster", "set", "--root", str(root), "--ost", "3",
+                           "--load", "30"], capture_output=True, text=True, timeout=60)  # OST 3: 10 MiB/s left
+    assert done.returncode == 0, done.stderr
+    # the mover's placement reads the load the MDS learnt from the emulated servers' counters
+    live.wait_for_load(3, 25)
     src = data / "src"
     for k in range(16):  # 8 MiB per file over two OSTs: 16 chunks on every OST
         with_layout(src / f"f{k:02d}", [k % 8, (k + 1) % 8], 8 * MiB, random=False)
     out = data / "out"
     out.mkdir()
-    done = iez_copy([str(src), str(out), "--json", "--window", "4"], root)
+    done = iez_copy([str(src), str(out), "--json", "--window", "4"], root, env={"IEZ_DB": live.db})
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["chunks"] == {str(i): 16 for i in range(8)}

@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from move_helpers import REPO, MiB, XATTR, emulated_cluster, iez_copy, sha
+from move_helpers import REPO, LiveCluster, MiB, XATTR, emulated_cluster, iez_copy, sha
 
 from iez.demo.pipeline import find_library
 from iez.layout.emulated import parse_attr
@@ -53,26 +53,36 @@ def congest(root: Path, ost: int, mib_s: float) -> None:
 
 
 def test_a_congested_copy_is_skipped_and_reads_split_across_copies(tmp_path):
-    root, data = emulated_cluster(tmp_path)
+    live = LiveCluster(tmp_path)
+    try:
+        run_congested_copy(live)
+    finally:
+        live.stop()
+
+
+def run_congested_copy(live: LiveCluster) -> None:
+    root, data, db = live.root, live.data, {"IEZ_DB": live.db}
     src = mirrored(data / "src" / "m", 16 * MiB)
     (data / "a").mkdir()
     (data / "b").mkdir()
     (data / "c").mkdir()
 
-    clear = json.loads(iez_copy([str(src), str(data / "c"), "--json"], root).stdout)
+    clear = json.loads(iez_copy([str(src), str(data / "c"), "--json"], root, env=db).stdout)
     # both copies clear: the chunks are dealt to the two copies in turn (split reads)
     assert clear["chunks"] == {"1": 8, "5": 8}, clear["chunks"]
     assert clear["mirror_chunks"] == {"1": 8, "2": 8}
 
     congest(root, 1, 36)  # copy 1's OST: 4 MiB/s left, 0.25 s a chunk
-    done = iez_copy([str(src), str(data / "a"), "--json"], root)
+    # the MDS learns it from the emulated servers' counters (3 one-second intervals for the full rate)
+    live.wait_for_load(1, 30)
+    done = iez_copy([str(src), str(data / "a"), "--json"], root, env=db)
     assert done.returncode == 0, done.stderr
     skipping = json.loads(done.stdout)
     assert sha(data / "a" / "m") == sha(src)
     # the live view shows OST 1 hot: every chunk is read from copy 2 (the detector's path: the unit test below)
     assert skipping["chunks"] == {"5": 16} and skipping["mirror_chunks"] == {"2": 16}, skipping["chunks"]
 
-    done = iez_copy([str(src), str(data / "b"), "--json", "--no-mirror-skip"], root)
+    done = iez_copy([str(src), str(data / "b"), "--json", "--no-mirror-skip"], root, env=db)
     assert done.returncode == 0, done.stderr
     preferred = json.loads(done.stdout)
     assert preferred["chunks"] == {"1": 16} and preferred["mirror_chunks"] == {"1": 16}
