@@ -94,7 +94,8 @@ def place_app(engine: Engine, app_name: str, settings: PlacementSettings, stale_
     """Place ``app_name``'s pending requests and store the outcome in one transaction.
 
     ``cluster_of`` gives the live view (the MDS passes its own, with congestion
-    and staleness per OSS); without it the DB's latest statistics are used.
+    and staleness per OSS); without it the DB's latest statistics are used, with the live load the MDS
+    stored for each OST (:func:`iez.db.stats.ost_loads`).
     Raises :class:`~iez.db.requests.NotFound` for an unknown application.
     """
     policy = settings.make_policy()
@@ -105,7 +106,7 @@ def place_app(engine: Engine, app_name: str, settings: PlacementSettings, stale_
             return AppPlacement(app_name)
         now = utcnow()
         cluster = cluster_of(session, now) if cluster_of else usable_cluster(
-            session, now, stale_s, settings.ost_bandwidth, settings.oss_bandwidth)
+            session, now, stale_s, settings.ost_bandwidth, settings.oss_bandwidth, with_load=True)
         cluster = replace(cluster, fill_cap=settings.fill_cap)
         if settings.fair_share:  # CEFT's available throughput: the other jobs writing on each OST and OSS now
             cluster = with_writers(cluster, *writers(session, now, exclude_app=app.id))

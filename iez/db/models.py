@@ -22,6 +22,7 @@ from sqlalchemy import (
     BigInteger,
     CheckConstraint,
     DateTime,
+    Double,
     Float,
     ForeignKey,
     Index,
@@ -231,7 +232,7 @@ class OstRow(Base):
     pools: Mapped[str | None] = mapped_column(Text)
     reserved_kbytes: Mapped[int | None] = mapped_column(BigInteger)
     # The MDS's live load (migration 0009): read+write bytes/s over its smoothing window (iez.traffic).
-    load_bytes_s: Mapped[float | None] = mapped_column(Float)
+    load_bytes_s: Mapped[float | None] = mapped_column(Double)
 
 
 class OssStat(Base):

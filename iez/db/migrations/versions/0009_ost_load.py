@@ -23,7 +23,7 @@ depends_on = None
 
 def upgrade() -> None:
     with op.batch_alter_table("osts") as batch:
-        batch.add_column(sa.Column("load_bytes_s", sa.Float(), nullable=True))
+        batch.add_column(sa.Column("load_bytes_s", sa.Double(), nullable=True))  # DOUBLE: MariaDB FLOAT keeps 7 digits
 
 
 def downgrade() -> None:
