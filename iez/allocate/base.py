@@ -294,7 +294,8 @@ def expand_requests(requests: Sequence[WriteRequest], rules: StripeRules, usable
     owners: list[tuple[_Shape, int] | Refused] = []
     shapes: dict[tuple, _Shape | Refused] = {}
     for request in requests:
-        key = (request.components, request.write_bytes, request.pool, request.stripe_count, request.stripe_size)
+        key = (request.components, request.write_bytes, request.pool, request.stripe_count, request.stripe_size,
+               request.mirror_count)  # a part carries the copies its file needs
         shape = shapes.get(key)
         if shape is None:
             shape = shapes[key] = _shape_of(request, rules, usable)
