@@ -402,9 +402,10 @@ def plot(report: dict, path: Path) -> None:
         ax.set_xticks(osts)
         ax.tick_params(axis="x", labelsize=7)
     axes[0][0].set_ylabel("seconds of I/O the placement gives each server")
-    axes[0][0].legend(fontsize=7, loc="upper left")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8, frameon=False)
     fig.suptitle("iez demo: the same predicted job placed by iez and by Lustre's round-robin and QoS allocators, "
                  "beside another busy job", fontsize=10)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
