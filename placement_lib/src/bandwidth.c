@@ -461,11 +461,19 @@ int iez_bw_set_mirror(int fd, unsigned long mirror)
     return -1;
 }
 
-void iez_bw_io(int fd, int64_t off, int64_t len, uint64_t started_ns, int writing)
+struct io_args {
+    int fd, writing;
+    int64_t off, len;
+    uint64_t started_ns, go_on;
+};
+
+/* Reserves the call's share of each OST and OSS; a->go_on is when the caller may return. */
+static void reserve_io(void *p)
 {
-    if (fd < 0 || fd >= BW_FDS || len <= 0 || off < 0 || !files[fd].active)
-        return;
-    int saved = errno;
+    struct io_args *a = p;
+    int fd = a->fd, writing = a->writing;
+    int64_t off = a->off, len = a->len;
+    uint64_t started_ns = a->started_ns;
     const struct bw_file *bf = &files[fd];
     uint64_t per[BW_OSTS] = { 0 };
     if (scale != 1.0) {
@@ -520,7 +528,18 @@ void iez_bw_io(int fd, int64_t off, int64_t len, uint64_t started_ns, int writin
     struct bw_file *w = &files[fd];
     if (done > w->pending)
         w->pending = done;
-    sleep_until(go_on);
+    a->go_on = go_on;
+}
+
+void iez_bw_io(int fd, int64_t off, int64_t len, uint64_t started_ns, int writing)
+{
+    if (fd < 0 || fd >= BW_FDS || len <= 0 || off < 0 || !files[fd].active)
+        return;
+    int saved = errno;
+    struct io_args a = { fd, writing, off, len, started_ns, started_ns };
+    if (iez_on_stack(reserve_io, &a) != 0) /* its tables take ~8 KiB: libiez's stack, not the caller's */
+        reserve_io(&a);
+    sleep_until(a.go_on); /* on the caller's stack: a handler meanwhile finds libiez's stack free */
     errno = saved;
 }
 

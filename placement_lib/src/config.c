@@ -5,6 +5,8 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -209,7 +211,30 @@ int iez_path_considered(const char *abspath)
     for (char **p = c->exclude; p && *p; p++)
         if (iez_has_prefix(abspath, *p))
             return 0;
+    /* nor the files SQLite keeps beside the interaction DB: a program writing the DB itself makes them */
+    size_t n = strlen(c->db_file);
+    if (n && !strncmp(abspath, c->db_file, n) &&
+        (!strcmp(abspath + n, "-wal") || !strcmp(abspath + n, "-shm") || !strcmp(abspath + n, "-journal")))
+        return 0;
     return 1;
+}
+
+struct debug_args {
+    const char *fmt;
+    va_list ap;
+};
+
+static void debug_line(void *p)
+{
+    struct debug_args *a = p;
+    char line[1024];
+    int n = snprintf(line, sizeof line, "iez[%d]: ", (int)getpid());
+    int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, a->fmt, a->ap);
+    if (m < 0)
+        m = 0;
+    size_t len = (size_t)n + ((size_t)m < sizeof line - (size_t)n - 1 ? (size_t)m : sizeof line - (size_t)n - 2);
+    line[len++] = '\n';
+    iez_sys_write(2, line, len);
 }
 
 void iez_debug(const char *fmt, ...)
@@ -218,16 +243,9 @@ void iez_debug(const char *fmt, ...)
     if (cfg.started > 0 ? !cfg.debug : !(getenv("IEZ_DEBUG") && strcmp(getenv("IEZ_DEBUG"), "0") != 0))
         return;
     int saved = errno;
-    char line[1024];
-    int n = snprintf(line, sizeof line, "iez[%d]: ", (int)getpid());
-    va_list ap;
-    va_start(ap, fmt);
-    int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
-    va_end(ap);
-    if (m < 0)
-        m = 0;
-    size_t len = (size_t)n + ((size_t)m < sizeof line - (size_t)n - 1 ? (size_t)m : sizeof line - (size_t)n - 2);
-    line[len++] = '\n';
-    iez_sys_write(2, line, len);
+    struct debug_args a = { .fmt = fmt };
+    va_start(a.ap, fmt);
+    iez_on_stack(debug_line, &a); /* the line and vsnprintf take ~3 KiB: never the caller's stack */
+    va_end(a.ap);
     errno = saved;
 }

@@ -22,6 +22,9 @@
 #include <time.h>
 
 static pthread_mutex_t db_lock = PTHREAD_MUTEX_INITIALIZER;
+const char *iez_db_watched;  /* the SQLite DB's base name while libiez's connection is open, else NULL */
+static dev_t db_dev;         /* and its file */
+static ino_t db_ino;
 static const struct iez_backend *backend;
 static void *conn;
 static int disabled;
@@ -222,6 +225,13 @@ int iez_db_lookup_until(const char *abspath, struct iez_alloc *out, double deadl
             disabled = 1;
             goto out;
         }
+        struct stat st;
+        if (backend == &iez_sqlite_backend && stat(c->db_file, &st) == 0) {
+            db_dev = st.st_dev;
+            db_ino = st.st_ino;
+            const char *slash = strrchr(c->db_file, '/');
+            __atomic_store_n(&iez_db_watched, slash ? slash + 1 : c->db_file, __ATOMIC_RELEASE);
+        }
     }
     rc = backend->lookup(conn, abspath, out, deadline);
     if (rc == IEZ_LOOKUP_ERROR && backend == &iez_mariadb_backend && iez_mono() < deadline) {
@@ -241,24 +251,66 @@ out:
     return rc;
 }
 
-int iez_db_release_for_emfile(void)
+static void release_for_emfile(void *p)
 {
-    if (!__atomic_load_n(&conn, __ATOMIC_RELAXED) || !iez_is_owner())
-        return 0;
-    int saved = errno, released = 0;
+    int *released = p;
     if (lock_until(iez_mono() + iez_cfg()->timeout_ms / 1000.0) != 0)
-        return 0;
+        return;
     if (conn && iez_fds_in_range() && iez_fds_intact()) {
         iez_hide_fds++;
         backend->close(conn);
         iez_hide_fds--;
         conn = NULL;
+        iez_db_watched = NULL;
         iez_fd_forget_all();
         disabled = 1;
-        released = 1;
+        *released = 1;
         iez_debug("the application ran out of descriptors: the DB connection gave its own back, lookups are off");
     }
     pthread_mutex_unlock(&db_lock);
+}
+
+/* The application opened the interaction DB itself (iez's own tools, an administrator's sqlite3):
+ * libiez's connection goes, now, before the application takes its first lock. It would behave as
+ * another process's (an idle reader of a WAL database keeps the application from leaving WAL
+ * mode, which it may do alone in the plain run), and a connection opened later would close
+ * descriptors of a file the application has locked. Lookups are off for the process. */
+static void step_aside(void *p)
+{
+    int fd = *(int *)p;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || st.st_dev != db_dev || st.st_ino != db_ino)
+        return;
+    if (lock_until(iez_mono() + iez_cfg()->timeout_ms / 1000.0) != 0)
+        return;
+    if (conn && backend == &iez_sqlite_backend && iez_fds_intact()) {
+        backend->close(conn);
+        conn = NULL;
+        iez_fd_forget_all();
+        disabled = 1;
+        __atomic_store_n(&iez_db_watched, NULL, __ATOMIC_RELEASE);
+        iez_debug("the application opened the interaction DB itself: libiez closed its connection, lookups are off");
+    }
+    pthread_mutex_unlock(&db_lock);
+}
+
+void iez_db_app_opened(const char *path, int fd)
+{
+    const char *name = __atomic_load_n(&iez_db_watched, __ATOMIC_ACQUIRE);
+    const char *slash = path ? strrchr(path, '/') : NULL;
+    if (!name || !path || strcmp(slash ? slash + 1 : path, name) != 0 || !iez_is_owner())
+        return; /* cheap: a name comparison, and a stat only for the DB's own name */
+    int saved = errno;
+    iez_on_stack(step_aside, &fd);
+    errno = saved;
+}
+
+int iez_db_release_for_emfile(void)
+{
+    if (!__atomic_load_n(&conn, __ATOMIC_RELAXED) || !iez_is_owner())
+        return 0;
+    int saved = errno, released = 0;
+    iez_on_stack(release_for_emfile, &released); /* closing a DB connection: libiez's stack */
     errno = saved;
     return released;
 }
@@ -307,7 +359,9 @@ void iez_db_atfork_child(void)
         off_why = "forked while another thread was looking up";
     }
     conn = NULL;
-    iez_fd_forget_all();
+    iez_db_watched = NULL;
+    if (backend != &iez_sqlite_backend)
+        iez_fd_forget_all(); /* SQLite's stay recorded: its abandon closes them at the next connect */
     if (!off_why && fork_threads != 1)
         off_why = fork_threads < 0 ? "forked by a process whose threads cannot be counted (no /proc)"
                                    : "forked while other threads ran (SQLite's or the resolver's locks may be held)";

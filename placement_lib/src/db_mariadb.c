@@ -6,7 +6,9 @@
  * the connector is given the address. mysql_library_init ignores SIGPIPE for
  * the whole process (and everything it execs): the application's disposition
  * is put back at once; the connector sends with MSG_NOSIGNAL and needs none.
- * Its socket is opened while iez_hide_fds is set (fds.c). */
+ * The connector is libiez's own static copy (Makefile), never the
+ * application's: its socket() is libiez's interposer, which moves the socket
+ * above the application's range while iez_hide_fds is set (fds.c). */
 #include "iez.h"
 
 #ifdef IEZ_HAVE_MARIADB

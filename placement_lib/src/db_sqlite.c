@@ -1,20 +1,112 @@
 /* SQLite backend: a read-only connection that never creates the file, with a
  * busy handler and a progress handler holding each lookup to the create's
- * deadline. Its files are opened through libiez's open interposer while
- * iez_hide_fds is set, so they land above the application's range (fds.c). */
+ * deadline.
+ *
+ * The SQLite here is libiez's own: a copy linked in statically with every
+ * symbol hidden (Makefile), never the application's. An application's SQLite
+ * calls open() while holding its own locks (a WAL database's shared-memory
+ * file is opened under SQLite's global VFS mutex), and that open is a create
+ * libiez looks up: with one SQLite in the process the lookup waited for that
+ * mutex forever. The private copy shares no mutex, no per-file table, no
+ * descriptor with the application's, and its system calls are libiez's:
+ * - open: refused for a file the application has open itself (POSIX record
+ *   locks are per process, and closing any descriptor of a file drops every
+ *   lock the process holds on it), and moved above the application's range
+ *   (fds.c);
+ * - close: a descriptor of a file the application opened since is kept, for
+ *   the same reason;
+ * - fcntl: record locks become open-file-description locks (F_OFD_*), which
+ *   conflict with the application's POSIX locks as another process's would,
+ *   instead of merging with them (a read lock of libiez's would silently
+ *   downgrade the application's write lock on the same bytes, and its unlock
+ *   remove it);
+ * - reads and writes: libc's, not libiez's interposers. */
 #include "iez.h"
 
 #ifdef IEZ_HAVE_SQLITE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 struct sqlite_conn {
     sqlite3 *db;
     sqlite3_stmt *stmt;
     double deadline;
 };
+
+static int hooked;                   /* the private copy's system calls are libiez's (under the DB lock) */
+static struct sqlite_conn *inherited; /* the connection of the parent of this fork() child, to close */
+static int disposing;                /* closing it: its locks are the parent's too (shared descriptions) */
+
+static int hook_open(const char *path, int flags, int mode)
+{
+    struct stat st;
+    if (stat(path, &st) == 0 && iez_fd_open_elsewhere(st.st_dev, st.st_ino, -1)) {
+        iez_debug("the application has %s open itself: libiez does not open it (its locks are per process)", path);
+        errno = EACCES;
+        return -1;
+    }
+    int fd = iez_sys_open(path, flags | O_CLOEXEC, (unsigned)mode);
+    return fd < 0 ? fd : iez_fd_hide(fd);
+}
+
+static int hook_close(int fd)
+{
+    struct stat st;
+    int keep = fstat(fd, &st) == 0 && iez_fd_open_elsewhere(st.st_dev, st.st_ino, fd);
+    iez_fd_forget(fd);
+    if (keep) {
+        iez_debug("descriptor %d of the DB is kept open: the application opened the same file", fd);
+        return 0;
+    }
+    return iez_sys_close(fd);
+}
+
+static int hook_fcntl(int fd, int cmd, ...)
+{
+    va_list ap;
+    va_start(ap, cmd);
+    void *arg = va_arg(ap, void *);
+    va_end(ap);
+    int ofd = cmd == F_SETLK ? F_OFD_SETLK : cmd == F_SETLKW ? F_OFD_SETLKW : cmd == F_GETLK ? F_OFD_GETLK : 0;
+    if (ofd) {
+        if (disposing && ofd != F_OFD_GETLK)
+            return 0; /* the parent's locks: a fork() child's close must not release them */
+        ((struct flock *)arg)->l_pid = 0; /* F_OFD_* require it; SQLite leaves it unset */
+        cmd = ofd;
+    }
+    return (int)syscall(SYS_fcntl, fd, cmd, arg);
+}
+
+/* Once, before the first connection: SQLite reads its system-call table at each call. */
+static int hook(void)
+{
+    if (hooked)
+        return 0;
+    sqlite3_vfs *vfs = sqlite3_initialize() == SQLITE_OK ? sqlite3_vfs_find("unix") : NULL;
+    if (!vfs || !vfs->xSetSystemCall)
+        return -1;
+    if (vfs->xSetSystemCall(vfs, "open", (sqlite3_syscall_ptr)hook_open) != SQLITE_OK ||
+        vfs->xSetSystemCall(vfs, "close", (sqlite3_syscall_ptr)hook_close) != SQLITE_OK ||
+        vfs->xSetSystemCall(vfs, "fcntl", (sqlite3_syscall_ptr)hook_fcntl) != SQLITE_OK)
+        return -1;
+    static const char *const direct[] = { "read", "pread", "pread64", "write", "pwrite", "pwrite64", "ioctl", NULL };
+    for (const char *const *name = direct; *name; name++) {
+        void *fn = dlsym(RTLD_NEXT, *name); /* libc's, past libiez's interposers */
+        if (fn)
+            vfs->xSetSystemCall(vfs, *name, (sqlite3_syscall_ptr)fn); /* NOTFOUND: not in this build */
+    }
+    hooked = 1;
+    return 0;
+}
 
 static int past_deadline(void *arg)
 {
@@ -35,8 +127,36 @@ static int busy(void *arg, int tries)
     return 1;
 }
 
+static void sqlite_close(void *arg)
+{
+    struct sqlite_conn *c = arg;
+    iez_busy++;
+    sqlite3_finalize(c->stmt);
+    sqlite3_close_v2(c->db);
+    iez_busy--;
+    free(c);
+}
+
 static void *sqlite_connect(const struct iez_config *cfg, double deadline)
 {
+    if (inherited) {
+        /* SQLite keeps per-file state (locks, the WAL index, descriptors) for the whole copy: the
+         * parent's connection is closed first, without touching the locks its descriptions hold -
+         * unless the application closed or replaced one of its descriptors meanwhile */
+        if (!iez_fds_intact()) {
+            iez_debug("the parent's SQLite connection lost its descriptors in this child");
+            return NULL;
+        }
+        disposing = 1;
+        sqlite_close(inherited);
+        disposing = 0;
+        inherited = NULL;
+        iez_fd_forget_all();
+    }
+    if (hook() != 0) {
+        iez_debug("SQLite: cannot give libiez's own SQLite its system calls");
+        return NULL;
+    }
     struct sqlite_conn *c = calloc(1, sizeof *c);
     if (!c)
         return NULL;
@@ -46,17 +166,12 @@ static void *sqlite_connect(const struct iez_config *cfg, double deadline)
     if (rc == SQLITE_OK) {
         sqlite3_busy_handler(c->db, busy, c);
         sqlite3_progress_handler(c->db, 200, past_deadline, c);
-        rc = sqlite3_prepare_v2(c->db,
-                                IEZ_PLACEMENTS_QUERY "?1 LIMIT 1",
-                                -1, &c->stmt, NULL);
+        rc = sqlite3_prepare_v2(c->db, IEZ_PLACEMENTS_QUERY "?1 LIMIT 1", -1, &c->stmt, NULL);
     }
     iez_busy--;
     if (rc != SQLITE_OK) {
         iez_debug("SQLite %s: %s", cfg->db_file, c->db ? sqlite3_errmsg(c->db) : sqlite3_errstr(rc));
-        iez_busy++;
-        sqlite3_close_v2(c->db);
-        iez_busy--;
-        free(c);
+        sqlite_close(c);
         return NULL;
     }
     return c;
@@ -90,19 +205,12 @@ static int sqlite_lookup(void *arg, const char *abspath, struct iez_alloc *out, 
     return result;
 }
 
+/* A fork() child: the parent's connection is closed at the child's first connect (above); its
+ * descriptors stay recorded (fds.c) until then. */
 static void sqlite_abandon(void *arg)
 {
-    (void)arg; /* a connection must not cross fork(): leak it, never close it in the child */
-}
-
-static void sqlite_close(void *arg)
-{
-    struct sqlite_conn *c = arg;
-    iez_busy++;
-    sqlite3_finalize(c->stmt);
-    sqlite3_close_v2(c->db);
-    iez_busy--;
-    free(c);
+    if (!inherited)
+        inherited = arg;
 }
 
 const struct iez_backend iez_sqlite_backend = { "sqlite", sqlite_connect, sqlite_lookup, sqlite_abandon,

@@ -18,9 +18,13 @@
  */
 #include "iez.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #define MAX_OWN 8
@@ -115,4 +119,54 @@ int iez_fds_intact(void)
         }
     }
     return 1;
+}
+
+static int is_own(int fd)
+{
+    for (int i = 0; i < nown; i++)
+        if (own[i].fd == fd)
+            return 1;
+    return 0;
+}
+
+/* Whether fd, not except and not libiez's own, names the file (dev, ino). */
+static int other_names(int fd, int except, dev_t dev, ino_t ino)
+{
+    struct stat st;
+    return fd != except && !is_own(fd) && fstat(fd, &st) == 0 && st.st_dev == dev && st.st_ino == ino;
+}
+
+/* Whether the application has the file (dev, ino) open. POSIX record locks belong to the process,
+ * and closing any descriptor of a file drops every one the process holds on it, so libiez never
+ * opens (and never closes) what the application may have locked (README "Signals, fork and
+ * descriptors"). Unknown counts as open. */
+int iez_fd_open_elsewhere(dev_t dev, ino_t ino, int except)
+{
+    int dir = iez_sys_open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+    if (dir < 0) {
+        /* out of descriptors (the connection gives its own back then): every number below the limit */
+        struct rlimit rl;
+        if ((errno != EMFILE && errno != ENFILE) || getrlimit(RLIMIT_NOFILE, &rl) != 0)
+            return 1;
+        for (rlim_t fd = 0; fd < rl.rlim_cur && fd < (1u << 20); fd++)
+            if (other_names((int)fd, except, dev, ino))
+                return 1;
+        return 0;
+    }
+    char buf[4096] __attribute__((aligned(8))); /* libiez's stack: inside a DB connection's open or close */
+    int found = 0;
+    long n = 0;
+    while (!found && (n = syscall(SYS_getdents64, dir, buf, sizeof buf)) > 0) {
+        for (long off = 0; off < n && !found;) {
+            struct dirent64 *d = (struct dirent64 *)(buf + off);
+            off += d->d_reclen;
+            char *end;
+            long fd = strtol(d->d_name, &end, 10);
+            found = !*end && end != d->d_name && fd != dir && other_names((int)fd, except, dev, ino);
+        }
+    }
+    if (n < 0)
+        found = 1;
+    iez_sys_close(dir);
+    return found;
 }

@@ -73,6 +73,10 @@ int iez_sys_close(int fd);
 ssize_t iez_sys_write(int fd, const void *buf, size_t n);
 
 /* ---- never-break helpers (scratch.c, fds.c; README "Signals, fork and descriptors") -- */
+/* Runs fn(arg) on this thread's libiez stack, so that the application's stack only ever holds the
+ * interposer's own small frame: 0 when it ran, -1 when it could not (no memory, or a signal handler on
+ * a sigaltstack interrupted libiez, whose stack is taken): the caller then makes the plain call. */
+int iez_on_stack(void (*fn)(void *), void *arg);
 /* Per-thread scratch memory, last in first out: the create path never calls malloc. NULL when full. */
 void *iez_tmp_alloc(size_t n);
 void iez_tmp_free(void *p); /* gives back p and everything handed out after it */
@@ -83,9 +87,14 @@ void iez_fd_forget(int fd); /* the DB client closed it */
 void iez_fd_forget_all(void);
 int iez_fds_intact(void);   /* 0 when one was closed or now names another file */
 int iez_fds_in_range(void); /* 1 when one sits below the soft RLIMIT_NOFILE (it could not be raised) */
+int iez_fd_open_elsewhere(dev_t dev, ino_t ino, int except); /* the application has that file open */
 /* The application's open failed with EMFILE while the DB connection holds descriptors in its
  * range: the connection is closed and lookups are off; 1 when the call is worth repeating. */
 int iez_db_release_for_emfile(void);
+/* The application opened path as fd: when that is the SQLite interaction DB, libiez's connection goes
+ * (db.c). One load when no SQLite connection is open. */
+extern const char *iez_db_watched;
+void iez_db_app_opened(const char *path, int fd);
 double iez_mono(void);      /* CLOCK_MONOTONIC seconds: every deadline */
 
 /* ---- paths (path.c) ---------------------------------------------------- */
@@ -316,7 +325,18 @@ void iez_trace_copied(int oldfd, int newfd);
 void iez_trace_bind(int fd, void *record);           /* freopen(NULL, ...): the same file on a new descriptor */
 void iez_trace_closed_range(unsigned first, unsigned last); /* close_range, closefrom */
 int iez_trace_stdio_writes(const char *mode);        /* an fopen mode that may write */
-void iez_trace_stream_wrote(FILE *fp, size_t n);     /* a stdio call accepted n bytes (trace_io.c) */
+/* Streams (trace_stdio.c): per descriptor, the stream libiez last saw writing it and where its buffer's
+ * write pointer was then; what a program stores into the buffer without a call is counted from it. */
+struct iez_stream_mark {
+    FILE *fp;
+    char *ptr;
+};
+extern struct iez_stream_mark *iez_stream_marks;     /* as long as the descriptor table (trace.c) */
+void iez_trace_stream_marked(int fd, FILE *fp);      /* fp was just opened on fd: its buffer holds nothing of ours */
+void iez_trace_stream_look(FILE *fp);                /* counts what was stored in fp's buffer since the last look */
+void iez_trace_streams_look(void);                   /* the same for every stream a traced descriptor holds (trace.c) */
+size_t iez_stream_pending(FILE *fp);                 /* bytes fp's buffer holds for its file (wide: once converted) */
+void iez_trace_exit_write(void);                     /* at exit: what err() or error() wrote before calling it */
 void iez_trace_stream(int fd, FILE *fp);             /* fdopen: fp writes fd's file (its size at exit) */
 /* The trace CSV: its header, and at exit the remaining rows into iez_report_trace_fd's file (then renamed). */
 int iez_trace_write_header(int fd);

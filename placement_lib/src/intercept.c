@@ -16,7 +16,7 @@
 SLOT(open); SLOT(open64); SLOT(openat); SLOT(openat64); SLOT(__open_2); SLOT(__open64_2);
 SLOT(__openat_2); SLOT(__openat64_2); SLOT(fopen); SLOT(fopen64); SLOT(close); SLOT(fclose);
 SLOT(write); SLOT(pwrite); SLOT(pwrite64); SLOT(writev); SLOT(pwritev); SLOT(pwritev64); SLOT(pwritev2);
-SLOT(fwrite); SLOT(copy_file_range); SLOT(sendfile); SLOT(sendfile64); SLOT(_exit); SLOT(_Exit); SLOT(socket);
+SLOT(copy_file_range); SLOT(sendfile); SLOT(sendfile64); SLOT(_exit); SLOT(_Exit); SLOT(socket);
 SLOT(ioctl); SLOT(read); SLOT(pread); SLOT(pread64); SLOT(readv); SLOT(preadv); SLOT(preadv64); SLOT(preadv2);
 SLOT(preadv64v2); SLOT(pwritev64v2);
 
@@ -61,7 +61,8 @@ static int open_common(enum which w, int dirfd, const char *path, int flags, uns
 {
     if (iez_busy) {
         int fd = call_open(w, dirfd, path, flags, mode);
-        /* a file the DB client keeps open (SQLite's): above the application's range (fds.c) */
+        /* a file the DB client opens (Connector/C's; libiez's SQLite opens its own, db_sqlite.c): above
+         * the application's range (fds.c) */
         return iez_hide_fds && fd >= 0 ? iez_fd_hide(fd) : fd;
     }
     const struct iez_config *cfg = iez_cfg();
@@ -88,6 +89,8 @@ static int open_common(enum which w, int dirfd, const char *path, int flags, uns
     }
     if (fd < 0 && errno == EMFILE && cfg->mode == IEZ_MODE_PLACE && iez_db_release_for_emfile())
         fd = call_open(w, dirfd, path, flags, mode); /* the numbers libiez held are the application's again */
+    if (fd >= 0 && __builtin_expect(iez_db_watched != NULL, 0))
+        iez_db_app_opened(path, fd);
     if (fd >= 0 && cfg->mode == IEZ_MODE_TRACE && !(flags & O_PATH))
         iez_trace_opened(at, path, fd, flags);
     if (fd >= 0 && iez_bw_on && !(flags & O_PATH))
@@ -513,14 +516,6 @@ IEZ_EXPORT ssize_t sendfile64(int out, int in, off_t *off, size_t n)
     return r;
 }
 
-IEZ_EXPORT size_t fwrite(const void *buf, size_t size, size_t n, FILE *fp)
-{
-    size_t r = REAL(fwrite, size_t (*)(const void *, size_t, size_t, FILE *))(buf, size, n, fp);
-    if (r > 0 && size > 0)
-        iez_trace_stream_wrote(fp, r * size); /* trace_io.c: one load when not tracing */
-    return r;
-}
-
 IEZ_EXPORT int close(int fd)
 {
     if (iez_hide_fds)
@@ -536,6 +531,7 @@ IEZ_EXPORT int fclose(FILE *fp)
 {
     void *rec = NULL;
     if (fp && TRACING()) {
+        iez_trace_stream_look(fp); /* what the program stored in its buffer: fclose flushes it */
         int saved = errno;
         int fd = fileno(fp);
         if (fd >= 0)

@@ -18,7 +18,7 @@ SLOT(MPI_File_write); SLOT(MPI_File_write_all); SLOT(MPI_File_write_at); SLOT(MP
 SLOT(MPI_File_write_shared); SLOT(MPI_File_write_ordered); SLOT(MPI_File_iwrite); SLOT(MPI_File_iwrite_at);
 SLOT(MPI_File_iwrite_all); SLOT(MPI_File_iwrite_at_all); SLOT(MPI_File_iwrite_shared);
 SLOT(MPI_File_write_all_begin); SLOT(MPI_File_write_at_all_begin); SLOT(MPI_File_write_ordered_begin);
-SLOT(H5Fcreate);
+SLOT(H5Fcreate); SLOT(MPI_Type_size);
 
 #define MPI_MODE_CREATE 1 /* same value in Open MPI and MPICH */
 #define MPI_MODE_EXCL 64
@@ -117,6 +117,20 @@ static const char *strip_fs_prefix(const char *name)
     return name;
 }
 
+struct traced_open {
+    const char *path;
+    handle fh;
+};
+
+/* The handle's writes count for the file's record; on libiez's stack (a path takes 4 KiB). */
+static void bind_traced(void *p)
+{
+    struct traced_open *t = p;
+    char abspath[IEZ_PATH_MAX];
+    if (iez_abspath(AT_FDCWD, t->path, abspath, sizeof abspath) == 0 && iez_path_considered(abspath))
+        bind_handle(t->fh, iez_trace_record_for(abspath));
+}
+
 IEZ_EXPORT int MPI_File_open(handle comm, const char *filename, int amode, handle info, handle *fh)
 {
     int (*real)(handle, const char *, int, handle, handle *) =
@@ -140,9 +154,8 @@ IEZ_EXPORT int MPI_File_open(handle comm, const char *filename, int amode, handl
         iez_place_undo(AT_FDCWD, path, &c);
     if (rc == 0 && cfg->mode == IEZ_MODE_TRACE && fh) {
         int saved = errno;
-        char abspath[IEZ_PATH_MAX];
-        if (iez_abspath(AT_FDCWD, path, abspath, sizeof abspath) == 0 && iez_path_considered(abspath))
-            bind_handle(*fh, iez_trace_record_for(abspath));
+        struct traced_open t = { path, *fh };
+        iez_on_stack(bind_traced, &t);
         errno = saved;
     }
     return rc;
@@ -163,7 +176,7 @@ static void count(handle fh, int rc, int n, handle datatype)
     if (!record)
         return;
     int saved = errno;
-    int (*type_size)(handle, int *) = (int (*)(handle, int *))dlsym(RTLD_DEFAULT, "MPI_Type_size");
+    int (*type_size)(handle, int *) = REAL(MPI_Type_size, int (*)(handle, int *)); /* resolved once */
     int size = 0;
     if (type_size && type_size(datatype, &size) == 0 && size > 0)
         iez_trace_add_bytes(record, (uint64_t)n * (uint64_t)size);

@@ -121,14 +121,21 @@ static void placed(const char *abspath, const struct iez_layout *l, int lustre)
                   l->stripe_count, lustre ? "lustre" : "emulated");
 }
 
-int iez_place_open(iez_open_call call, int which, int dirfd, const char *path, int flags, unsigned mode,
-                   int *fdp)
+/* The arguments of the calls below, for their bodies on libiez's stack (scratch.c). */
+struct place_args {
+    iez_open_call call;
+    int which, dirfd, flags;
+    const char *path;
+    unsigned mode;
+    int *fdp, rc;
+    const struct iez_created *done;
+    struct iez_created *c;
+};
+
+static int place_open(iez_open_call call, int which, int dirfd, const char *path, int flags, unsigned mode,
+                      int *fdp)
 {
     const struct iez_config *cfg = iez_cfg();
-    if (cfg->mode != IEZ_MODE_PLACE || iez_busy || iez_decided || !path)
-        return IEZ_PLACE_PLAIN;
-    if (iez_lustre_mounted())
-        return IEZ_PLACE_PRECREATE;
     int saved = errno;
     /* IEZ_TIMEOUT_MS bounds the whole create: waiting for other threads' lookups included */
     double deadline = iez_mono() + cfg->timeout_ms / 1000.0;
@@ -167,12 +174,27 @@ int iez_place_open(iez_open_call call, int which, int dirfd, const char *path, i
     return IEZ_PLACE_DONE;
 }
 
-void iez_place_before(int dirfd, const char *path, unsigned mode, struct iez_created *c)
+static void on_stack_open(void *p)
 {
-    c->created = c->sidecar = 0;
+    struct place_args *a = p;
+    a->rc = place_open(a->call, a->which, a->dirfd, a->path, a->flags, a->mode, a->fdp);
+}
+
+int iez_place_open(iez_open_call call, int which, int dirfd, const char *path, int flags, unsigned mode,
+                   int *fdp)
+{
+    if (iez_cfg()->mode != IEZ_MODE_PLACE || iez_busy || iez_decided || !path)
+        return IEZ_PLACE_PLAIN;
+    if (iez_lustre_mounted())
+        return IEZ_PLACE_PRECREATE;
+    struct place_args a = { .call = call, .which = which, .dirfd = dirfd, .path = path, .flags = flags,
+                            .mode = mode, .fdp = fdp };
+    return iez_on_stack(on_stack_open, &a) == 0 ? a.rc : IEZ_PLACE_PLAIN;
+}
+
+static void place_before(int dirfd, const char *path, unsigned mode, struct iez_created *c)
+{
     const struct iez_config *cfg = iez_cfg();
-    if (cfg->mode != IEZ_MODE_PLACE || iez_busy || iez_decided || !path)
-        return;
     int saved = errno;
     iez_busy++;
     double deadline = iez_mono() + cfg->timeout_ms / 1000.0;
@@ -225,6 +247,21 @@ out:
     errno = saved;
 }
 
+static void on_stack_before(void *p)
+{
+    struct place_args *a = p;
+    place_before(a->dirfd, a->path, a->mode, a->c);
+}
+
+void iez_place_before(int dirfd, const char *path, unsigned mode, struct iez_created *c)
+{
+    c->created = c->sidecar = 0;
+    if (iez_cfg()->mode != IEZ_MODE_PLACE || iez_busy || iez_decided || !path)
+        return;
+    struct place_args a = { .dirfd = dirfd, .path = path, .mode = mode, .c = c };
+    iez_on_stack(on_stack_before, &a); /* when it cannot run: nothing created, the plain call */
+}
+
 void iez_place_discard(int dirfd, const char *path, int fd)
 {
     int saved = errno;
@@ -236,10 +273,8 @@ void iez_place_discard(int dirfd, const char *path, int fd)
     errno = saved;
 }
 
-void iez_place_undo(int dirfd, const char *path, const struct iez_created *c)
+static void place_undo(int dirfd, const char *path, const struct iez_created *c)
 {
-    if (!c->created)
-        return;
     int saved = errno;
     iez_busy++;
     remove_created(dirfd, path, c->dev, c->ino);
@@ -253,4 +288,19 @@ void iez_place_undo(int dirfd, const char *path, const struct iez_created *c)
     iez_busy--;
     iez_debug("the application's own call failed after placement: file removed, plain call repeated");
     errno = saved;
+}
+
+static void on_stack_undo(void *p)
+{
+    struct place_args *a = p;
+    place_undo(a->dirfd, a->path, a->done);
+}
+
+void iez_place_undo(int dirfd, const char *path, const struct iez_created *c)
+{
+    if (!c->created)
+        return;
+    struct place_args a = { .dirfd = dirfd, .path = path, .done = c };
+    if (iez_on_stack(on_stack_undo, &a) != 0)
+        place_undo(dirfd, path, c); /* the file iez made must go whatever the stack */
 }

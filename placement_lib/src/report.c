@@ -215,14 +215,15 @@ void iez_report_exec_failed(void)
     __atomic_store_n(&flushed, 0, __ATOMIC_RELEASE);
 }
 
-void iez_report_flush(void)
+static void flush(void *unused)
 {
-    if (!iez_is_owner() || __atomic_exchange_n(&flushed, 1, __ATOMIC_ACQ_REL))
-        return;
+    (void)unused;
     const struct iez_config *c = iez_cfg();
-    if (c->mode == IEZ_MODE_OFF)
-        return;
     int saved = errno;
+    if (c->mode == IEZ_MODE_TRACE) {
+        iez_trace_exit_write();   /* err() and error() end in exit(): what they wrote is measured here */
+        iez_trace_streams_look(); /* bytes stored in buffers without a call: exit flushes them after this */
+    }
     iez_busy++;
     if (hits + misses + errors + skips > 0) {
         char dir[IEZ_PATH_MAX + 16];
@@ -241,4 +242,13 @@ void iez_report_flush(void)
     }
     iez_busy--;
     errno = saved;
+}
+
+/* At exit, _exit and exec, on whatever thread makes them: the reports are written on libiez's stack. */
+void iez_report_flush(void)
+{
+    if (!iez_is_owner() || __atomic_exchange_n(&flushed, 1, __ATOMIC_ACQ_REL) || iez_cfg()->mode == IEZ_MODE_OFF)
+        return;
+    if (iez_on_stack(flush, NULL) != 0)
+        flush(NULL); /* a handler that interrupted libiez exits: as before, on its own stack */
 }

@@ -1,66 +1,143 @@
-/* Scratch memory for the create path without malloc (README "Signals, fork and
- * descriptors").
+/* Memory for libiez's own work that never comes from the application's stack
+ * or, on the create path, from malloc (README "Signals, fork and descriptors").
  *
- * open() is async-signal-safe, so a signal handler may create a file while
- * the thread it interrupted is inside malloc: libiez must not call malloc on
- * that path. Its buffers (the lookup's row, the layout text, a directory's
- * default) come from a per-thread stack of memory instead: one anonymous
- * mapping made by the thread's first create (mmap is a plain system call),
- * handed out and given back last-in first-out, and unmapped when the thread
- * exits. A handler that interrupts libiez itself finds iez_busy set and makes
- * the plain call, so the stack is never entered twice at once. The mapping
- * is reserved, not committed: a thread pays for the pages it touched.
+ * Programs size their thread stacks tightly (16 KiB) and run signal handlers
+ * on small alternate stacks (8 KiB); a preload library must not notice. So the
+ * interposers do almost nothing on the caller's stack: whatever needs room
+ * (a path, a layout, a DB lookup, a trace row, a report) runs on a stack of
+ * libiez's own, with its buffers from a scratch area beside it. Each thread
+ * has one mapping, made by its first call that needs it (mmap is a plain
+ * system call, so this is async-signal-safe) and unmapped at thread exit:
+ *
+ *     [guard page][library stack, grows down][scratch, handed out last in first out]
+ *
+ * The mapping is reserved, not committed: a thread pays for the pages it
+ * touched. open() is async-signal-safe, so a handler may create a file while
+ * its thread is inside malloc: scratch is why the create path never calls it.
+ *
+ * A signal handler that interrupts libiez on its own stack runs on that stack
+ * too and simply goes deeper; one that runs on a sigaltstack finds the library
+ * stack taken by the call it interrupted, and gets the plain call.
  */
 #include "iez.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <sys/mman.h>
 
+#define GUARD_BYTES (64u * 1024u)    /* no page size has more: an overflow faults, never writes elsewhere */
+#define STACK_BYTES (512u * 1024u)   /* a SQLite or MariaDB lookup, a trace spill, dlsym: ~100 KiB at most */
 #define SCRATCH_BYTES (256u * 1024u) /* the largest create needs about 100 KiB (README) */
+#define REGION_BYTES (GUARD_BYTES + STACK_BYTES + SCRATCH_BYTES)
 
-static IEZ_TLS unsigned char *base;
-static IEZ_TLS size_t used;
+static IEZ_TLS unsigned char *base; /* this thread's mapping, NULL until its first need */
+static IEZ_TLS size_t used;         /* scratch handed out */
 static pthread_key_t key;
 static int have_key;
 
 static void release(void *p)
 {
     if (p)
-        munmap(p, SCRATCH_BYTES);
-    base = NULL; /* the destructor runs on the exiting thread itself */
+        munmap(p, REGION_BYTES);
+    base = NULL; /* the destructor runs on the exiting thread itself, never on the library stack */
     used = 0;
 }
 
-/* At load, before any thread or handler can create: pthread_key_create is not async-signal-safe. */
+/* At load, before any thread or handler can need it: pthread_key_create is not async-signal-safe. */
 __attribute__((constructor)) static void scratch_init(void)
 {
     have_key = pthread_key_create(&key, release) == 0;
 }
 
+/* errno is the application's: a failure here only means the plain call. */
+static int map_region(void)
+{
+    int saved = errno;
+    unsigned char *p = mmap(NULL, REGION_BYTES, PROT_READ | PROT_WRITE,
+                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+    if (p != MAP_FAILED && mprotect(p, GUARD_BYTES, PROT_NONE) != 0) {
+        munmap(p, REGION_BYTES);
+        p = MAP_FAILED;
+    }
+    errno = saved;
+    if (p == MAP_FAILED)
+        return -1;
+    base = p;
+    used = 0;
+    if (have_key)
+        pthread_setspecific(key, p); /* a store into the thread's own slots for the first keys */
+    return 0;
+}
+
 void *iez_tmp_alloc(size_t n)
 {
-    if (!base) {
-        void *p = mmap(NULL, SCRATCH_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                       -1, 0);
-        if (p == MAP_FAILED)
-            return NULL;
-        base = p;
-        used = 0;
-        if (have_key)
-            pthread_setspecific(key, p); /* a store into the thread's own slots for the first keys */
-    }
+    if (!base && map_region() != 0)
+        return NULL;
     size_t need = (n + 15u) & ~(size_t)15u;
     if (n == 0 || need < n || need > SCRATCH_BYTES - used)
         return NULL; /* the callers treat it as any failure: the plain call */
-    void *p = base + used;
+    void *p = base + GUARD_BYTES + STACK_BYTES + used;
     used += need;
     return p;
 }
 
 void iez_tmp_free(void *p)
 {
-    unsigned char *q = p;
-    if (q && base && q >= base && q < base + SCRATCH_BYTES)
-        used = (size_t)(q - base); /* last in, first out: what came after p goes too */
+    unsigned char *q = p, *scratch = base ? base + GUARD_BYTES + STACK_BYTES : NULL;
+    if (q && scratch && q >= scratch && q < scratch + SCRATCH_BYTES)
+        used = (size_t)(q - scratch); /* last in, first out: what came after p goes too */
+}
+
+/* Calls fn(arg) with the stack pointer at top (16-byte aligned); the caller's stack holds one frame. The
+ * frame pointer keeps the caller's stack pointer, so debuggers and unwinders walk back across. */
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
+#define IEZ_SWITCH 1
+static IEZ_TLS int depth; /* calls running on the library stack */
+void iez_switch_call(void (*fn)(void *), void *arg, void *top);
+__asm__(".text\n"
+        ".globl iez_switch_call\n"
+        ".hidden iez_switch_call\n"
+        ".type iez_switch_call, @function\n"
+        "iez_switch_call:\n"
+        ".cfi_startproc\n"
+        "    pushq %rbp\n"
+        ".cfi_def_cfa_offset 16\n"
+        ".cfi_offset %rbp, -16\n"
+        "    movq %rsp, %rbp\n"
+        ".cfi_def_cfa_register %rbp\n"
+        "    movq %rdx, %rsp\n"
+        "    movq %rdi, %rax\n"
+        "    movq %rsi, %rdi\n"
+        "    callq *%rax\n"
+        "    movq %rbp, %rsp\n"
+        "    popq %rbp\n"
+        ".cfi_def_cfa %rsp, 8\n"
+        "    ret\n"
+        ".cfi_endproc\n"
+        ".size iez_switch_call, .-iez_switch_call\n");
+#endif
+
+int iez_on_stack(void (*fn)(void *), void *arg)
+{
+#ifdef IEZ_SWITCH
+    unsigned char *sp = __builtin_frame_address(0);
+    if (depth) {
+        /* a handler that interrupted libiez on its stack: deeper on the same stack */
+        if (sp > base + GUARD_BYTES && sp <= base + GUARD_BYTES + STACK_BYTES) {
+            fn(arg);
+            return 0;
+        }
+        return -1; /* the library stack holds the call this handler interrupted */
+    }
+    if (!base && map_region() != 0)
+        return -1;
+    depth++;
+    iez_switch_call(fn, arg, base + GUARD_BYTES + STACK_BYTES);
+    depth--;
+#else
+    /* other architectures, and the sanitizer build (ASan keeps its own idea of each thread's stack) */
+    fn(arg);
+#endif
+    return 0;
 }

@@ -68,6 +68,7 @@ static int exiting;                       /* exit() runs: stdio flushes its buff
 
 void **iez_fd_records;        /* fd -> struct record *, atomics (iez.h) */
 size_t iez_fd_records_len;
+struct iez_stream_mark *iez_stream_marks; /* fd -> the stream seen writing it (trace_stdio.c) */
 static int fd_high;           /* atomic: every descriptor ever bound is below it */
 #define fds ((struct record **)iez_fd_records)
 #define nfds iez_fd_records_len
@@ -137,9 +138,13 @@ static void init_locked(void)
     if (n > (1u << 20))
         n = 1u << 20; /* descriptors above this are not traced, only sized at exit */
     void **table = calloc(n, sizeof *table);
-    if (table) {
+    struct iez_stream_mark *marks = table ? calloc(n, sizeof *marks) : NULL;
+    if (marks) {
+        iez_stream_marks = marks; /* before the table: a traced descriptor always has its mark */
         iez_fd_records_len = n;
         __atomic_store_n(&iez_fd_records, table, __ATOMIC_RELEASE);
+    } else {
+        free(table);
     }
 }
 
@@ -420,6 +425,23 @@ static void stream_gone(struct record *r, int fd)
 {
     if (__atomic_load_n(&r->stream, __ATOMIC_ACQUIRE) && r->stream_fd == fd)
         __atomic_store_n(&r->stream, NULL, __ATOMIC_RELEASE);
+    iez_stream_marks[fd].fp = NULL; /* a stream seen on fd before is not the next one's */
+}
+
+/* Every stream still writing a traced file (at exit, fflush(NULL), fcloseall): what its program
+ * stored in its buffer is counted before it is flushed. Only streams known to be alive: stdout,
+ * stderr, and those fopen, freopen and fdopen made while the descriptor is theirs. */
+void iez_trace_streams_look(void)
+{
+    struct record **table = (struct record **)__atomic_load_n(&iez_fd_records, __ATOMIC_ACQUIRE);
+    int high = __atomic_load_n(&fd_high, __ATOMIC_ACQUIRE);
+    for (int fd = 0; table && fd < high; fd++) {
+        FILE *fp = iez_stream_marks[fd].fp;
+        struct record *r = __atomic_load_n(&table[fd], __ATOMIC_ACQUIRE);
+        if (fp && r && (fp == stdout || fp == stderr ||
+                        (__atomic_load_n(&r->stream, __ATOMIC_ACQUIRE) == fp && r->stream_fd == fd)))
+            iez_trace_stream_look(fp);
+    }
 }
 
 /* A descriptor the kernel handed out again was closed behind iez's back
@@ -452,14 +474,33 @@ static struct record *opened(int dirfd, const char *path, int fd, int flags)
     return r;
 }
 
-void iez_trace_opened(int dirfd, const char *path, int fd, int flags)
-{
-    opened(dirfd, path, fd, flags);
-}
-
 int iez_trace_stdio_writes(const char *mode)
 {
     return mode && (strchr(mode, 'w') || strchr(mode, 'a') || strchr(mode, '+'));
+}
+
+/* An open the application made, traced on libiez's stack (scratch.c): a path, a stat and a record. */
+struct opened_args {
+    int dirfd, fd, flags;
+    const char *path;
+    FILE *fp;
+};
+
+static void on_stack_opened(void *p)
+{
+    struct opened_args *a = p;
+    struct record *r = opened(a->dirfd, a->path, a->fd, a->flags);
+    if (r && a->fp) {
+        r->stream_fd = a->fd;
+        __atomic_store_n(&r->stream, a->fp, __ATOMIC_RELEASE);
+        iez_trace_stream_marked(a->fd, a->fp);
+    }
+}
+
+void iez_trace_opened(int dirfd, const char *path, int fd, int flags)
+{
+    struct opened_args a = { dirfd, fd, flags, path, NULL };
+    iez_on_stack(on_stack_opened, &a); /* when it cannot run, the file goes untraced */
 }
 
 void iez_trace_opened_file(const char *path, FILE *fp, const char *mode)
@@ -467,11 +508,9 @@ void iez_trace_opened_file(const char *path, FILE *fp, const char *mode)
     int saved = errno;
     int fd = fileno(fp);
     errno = saved;
-    struct record *r = fd >= 0 ? opened(AT_FDCWD, path, fd, iez_trace_stdio_writes(mode) ? O_WRONLY : O_RDONLY) : NULL;
-    if (r) {
-        r->stream_fd = fd;
-        __atomic_store_n(&r->stream, fp, __ATOMIC_RELEASE);
-    }
+    struct opened_args a = { AT_FDCWD, fd, iez_trace_stdio_writes(mode) ? O_WRONLY : O_RDONLY, path, fp };
+    if (fd >= 0)
+        iez_on_stack(on_stack_opened, &a);
 }
 
 
@@ -697,7 +736,7 @@ static int64_t stream_end(struct record *r)
     struct record **table = fds;
     if (!fp || !table || fd < 0 || (size_t)fd >= nfds || __atomic_load_n(&table[fd], __ATOMIC_ACQUIRE) != r)
         return -1;
-    size_t pending = __fpending(fp);
+    size_t pending = iez_stream_pending(fp);
     int fl = fcntl(fd, F_GETFL);
     off_t at = fl < 0 ? -1 : (fl & O_APPEND) ? lseek(fd, 0, SEEK_END) : lseek(fd, 0, SEEK_CUR);
     if (at < 0 || pending > ((size_t)1 << 40))

@@ -4,10 +4,9 @@
  *   descriptor the old one's record, so bytes written through any copy count
  *   for the file; dup2/dup3 over a traced descriptor first let its file go;
  *   close_range and closefrom close descriptors iez would not see;
- * - streams: glibc's stdio writes through its internal __write, which no
- *   preload can see, so each stdio call that writes is interposed and counts
- *   what it accepted for its stream's descriptor (fwrite, in intercept.c, too);
- *   freopen lets the old file go and counts for the new one;
+ * - streams (what they write is counted in trace_stdio.c): freopen lets the
+ *   old file go and counts for the new one, fdopen's stream counts for its
+ *   descriptor's file;
  * - splice into a file counts for it (tee and vmsplice only fill pipes).
  *
  * Each interposer makes exactly one real call, whose result and errno the
@@ -20,12 +19,6 @@
 #include <stdarg.h>
 #include <string.h>
 #include <sys/syscall.h>
-#if defined(__GLIBC__) && defined(__x86_64__)
-#if __GLIBC_PREREQ(2, 32)
-#define IEZ_PLAIN_ADD 1 /* __libc_single_threaded, and an add that is one instruction */
-#include <sys/single_threaded.h>
-#endif
-#endif
 #include <unistd.h>
 
 #ifndef CLOSE_RANGE_CLOEXEC
@@ -33,42 +26,11 @@
 #endif
 
 SLOT(dup); SLOT(dup2); SLOT(dup3); SLOT(fcntl); SLOT(fcntl64); SLOT(close_range); SLOT(closefrom);
-SLOT(freopen); SLOT(freopen64); SLOT(fdopen); SLOT(splice);
-SLOT(fputc); SLOT(putc); SLOT(_IO_putc); SLOT(fputc_unlocked); SLOT(putc_unlocked); SLOT(putchar);
-SLOT(putchar_unlocked); SLOT(fputs); SLOT(fputs_unlocked); SLOT(puts); SLOT(fwrite_unlocked); SLOT(putw);
-SLOT(vfprintf); SLOT(vprintf); SLOT(__vfprintf_chk); SLOT(__vprintf_chk); SLOT(vdprintf); SLOT(__vdprintf_chk);
+SLOT(freopen); SLOT(freopen64); SLOT(fdopen); SLOT(splice); SLOT(vdprintf); SLOT(__vdprintf_chk);
 
 static inline int tracing_table(void)
 {
     return __builtin_expect(__atomic_load_n(&iez_fd_records, __ATOMIC_RELAXED) != 0, 0);
-}
-
-/* n bytes accepted by stream fp count for its descriptor's file. A process
- * that never started a thread adds with one plain instruction (a signal
- * handler runs between instructions, never inside one): the locked add costs
- * more than a whole fputc. */
-static inline void count_stream(FILE *fp, long n)
-{
-    if (!tracing_table() || n <= 0 || !fp)
-        return;
-    int fd = fp->_fileno; /* fileno() without its call: the stream was just written, so it is open */
-#ifdef IEZ_PLAIN_ADD
-    if (__libc_single_threaded) {
-        void **table = __atomic_load_n(&iez_fd_records, __ATOMIC_ACQUIRE);
-        if ((size_t)(unsigned)fd >= iez_fd_records_len || iez_in_mpi_write || iez_busy)
-            return;
-        struct iez_record_bytes *r = __atomic_load_n(&table[fd], __ATOMIC_ACQUIRE);
-        if (r)
-            __asm__ volatile("addq %1, %0" : "+m"(r->bytes) : "r"((uint64_t)n));
-        return;
-    }
-#endif
-    iez_count_write(fd, (ssize_t)n);
-}
-
-void iez_trace_stream_wrote(FILE *fp, size_t n)
-{
-    count_stream(fp, (long)n);
 }
 
 /* ---- copies and closes --------------------------------------------------------- */
@@ -191,6 +153,7 @@ static FILE *freopen_common(freopen_fn real, const char *path, const char *mode,
     int tracing = !iez_busy && iez_cfg()->mode == IEZ_MODE_TRACE;
     void *old = NULL;
     if (tracing && fp) {
+        iez_trace_stream_look(fp); /* what the program stored in its buffer: freopen flushes it */
         int saved = errno;
         int fd = fileno(fp);
         errno = saved;
@@ -221,8 +184,10 @@ IEZ_EXPORT FILE *freopen(const char *path, const char *mode, FILE *fp)
 IEZ_EXPORT FILE *fdopen(int fd, const char *mode)
 {
     FILE *r = REAL(fdopen, FILE *(*)(int, const char *))(fd, mode);
-    if (r && tracing_table() && !iez_busy && iez_trace_stdio_writes(mode))
+    if (r && tracing_table() && !iez_busy && iez_trace_stdio_writes(mode)) {
         iez_trace_stream(fd, r);
+        iez_trace_stream_marked(fd, r);
+    }
     return r;
 }
 
@@ -232,161 +197,8 @@ IEZ_EXPORT FILE *freopen64(const char *path, const char *mode, FILE *fp)
     return freopen_common(f ? f : REAL(freopen, freopen_fn), path, mode, fp);
 }
 
-/* ---- stdio writes: what each call accepted ------------------------------------------ */
-
-typedef int (*putc_fn)(int, FILE *);
-typedef int (*puts_fn)(const char *, FILE *);
-
-#define PUTC(name)                                                \
-    IEZ_EXPORT int name(int c, FILE *fp)                          \
-    {                                                             \
-        int r = REAL(name, putc_fn)(c, fp);                       \
-        if (r != EOF)                                             \
-            count_stream(fp, 1);                                  \
-        return r;                                                 \
-    }
-#undef putc
-#undef fputc
-#undef putc_unlocked
-#undef fputc_unlocked
-#undef putchar
-#undef putchar_unlocked
-#undef fwrite_unlocked
-PUTC(fputc)
-PUTC(putc)
-PUTC(_IO_putc)
-PUTC(fputc_unlocked)
-PUTC(putc_unlocked)
-
-IEZ_EXPORT int putchar(int c)
-{
-    int r = REAL(putchar, int (*)(int))(c);
-    if (r != EOF)
-        count_stream(stdout, 1);
-    return r;
-}
-
-IEZ_EXPORT int putchar_unlocked(int c)
-{
-    int r = REAL(putchar_unlocked, int (*)(int))(c);
-    if (r != EOF)
-        count_stream(stdout, 1);
-    return r;
-}
-
-IEZ_EXPORT int fputs(const char *s, FILE *fp)
-{
-    int r = REAL(fputs, puts_fn)(s, fp);
-    if (r != EOF && tracing_table())
-        count_stream(fp, (long)strlen(s));
-    return r;
-}
-
-IEZ_EXPORT int fputs_unlocked(const char *s, FILE *fp)
-{
-    int r = REAL(fputs_unlocked, puts_fn)(s, fp);
-    if (r != EOF && tracing_table())
-        count_stream(fp, (long)strlen(s));
-    return r;
-}
-
-IEZ_EXPORT int puts(const char *s)
-{
-    int r = REAL(puts, int (*)(const char *))(s);
-    if (r != EOF && tracing_table())
-        count_stream(stdout, (long)strlen(s) + 1);
-    return r;
-}
-
-IEZ_EXPORT size_t fwrite_unlocked(const void *buf, size_t size, size_t n, FILE *fp)
-{
-    size_t r = REAL(fwrite_unlocked, size_t (*)(const void *, size_t, size_t, FILE *))(buf, size, n, fp);
-    if (r > 0 && size > 0)
-        count_stream(fp, (long)(r * size));
-    return r;
-}
-
-IEZ_EXPORT int putw(int w, FILE *fp)
-{
-    int r = REAL(putw, int (*)(int, FILE *))(w, fp);
-    if (r == 0)
-        count_stream(fp, (long)sizeof w);
-    return r;
-}
-
-/* The printf family: each variadic entry point calls the real v-variant. */
-typedef int (*vfprintf_fn)(FILE *, const char *, va_list);
-typedef int (*vfprintf_chk_fn)(FILE *, int, const char *, va_list);
 typedef int (*vdprintf_fn)(int, const char *, va_list);
 typedef int (*vdprintf_chk_fn)(int, int, const char *, va_list);
-
-IEZ_EXPORT int vfprintf(FILE *fp, const char *fmt, va_list ap)
-{
-    int r = REAL(vfprintf, vfprintf_fn)(fp, fmt, ap);
-    count_stream(fp, r);
-    return r;
-}
-
-IEZ_EXPORT int fprintf(FILE *fp, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int r = REAL(vfprintf, vfprintf_fn)(fp, fmt, ap);
-    va_end(ap);
-    count_stream(fp, r);
-    return r;
-}
-
-IEZ_EXPORT int vprintf(const char *fmt, va_list ap)
-{
-    int r = REAL(vprintf, int (*)(const char *, va_list))(fmt, ap);
-    count_stream(stdout, r);
-    return r;
-}
-
-IEZ_EXPORT int printf(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int r = REAL(vprintf, int (*)(const char *, va_list))(fmt, ap);
-    va_end(ap);
-    count_stream(stdout, r);
-    return r;
-}
-
-IEZ_EXPORT int __vfprintf_chk(FILE *fp, int flag, const char *fmt, va_list ap)
-{
-    int r = REAL(__vfprintf_chk, vfprintf_chk_fn)(fp, flag, fmt, ap);
-    count_stream(fp, r);
-    return r;
-}
-
-IEZ_EXPORT int __fprintf_chk(FILE *fp, int flag, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int r = REAL(__vfprintf_chk, vfprintf_chk_fn)(fp, flag, fmt, ap);
-    va_end(ap);
-    count_stream(fp, r);
-    return r;
-}
-
-IEZ_EXPORT int __vprintf_chk(int flag, const char *fmt, va_list ap)
-{
-    int r = REAL(__vprintf_chk, int (*)(int, const char *, va_list))(flag, fmt, ap);
-    count_stream(stdout, r);
-    return r;
-}
-
-IEZ_EXPORT int __printf_chk(int flag, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int r = REAL(__vprintf_chk, int (*)(int, const char *, va_list))(flag, fmt, ap);
-    va_end(ap);
-    count_stream(stdout, r);
-    return r;
-}
 
 /* dprintf formats into a stream of its own on fd and writes it with libc's internal __write. */
 IEZ_EXPORT int vdprintf(int fd, const char *fmt, va_list ap)
