@@ -30,7 +30,7 @@ from iez.db.schema import ensure_database, upgrade
 BACKENDS = ("sqlite", "mariadb")
 API_TOKEN = "test-token-4f1c"
 DATA_TABLES = ("reservations", "allocations", "write_requests", "runs", "applications",
-               "ost_stats", "oss_stats", "osts", "oss")
+               "ost_stats", "oss_stats", "osts", "oss", "mds_lease")
 
 
 def mysql_url(suffix: str = "") -> str:

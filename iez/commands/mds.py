@@ -7,6 +7,12 @@ by default). ``--lustre-params`` says where it reads the MDS node's own Lustre
 parameters (pools, ``osp.*`` states, reserved space, qos settings): ``lctl``,
 a parameter tree ``DIR[:DIR...]``, saved ``lctl get_param`` text, or ``none``;
 by default lctl when it is on PATH, else none.
+
+One MDS is active per interaction DB (:mod:`iez.mds.lease`): at start it claims
+the DB's active-MDS record, renews it every ``--interval`` and releases it on a
+clean exit. A second ``iez mds`` on the same DB says in one line which one is
+active (pid, host, since) and exits 2, or with ``--standby`` waits and takes
+over when the active one stops, or misses its heartbeat for 3 intervals.
 """
 
 from __future__ import annotations
@@ -14,7 +20,9 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import signal
 import sys
+import threading
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -86,6 +94,9 @@ def register(subparsers) -> None:
     p.add_argument("--metrics-bind", default="none", metavar="HOST:PORT|none",
                    help="serve Prometheus metrics (iez.mds.metrics) on http://HOST:PORT/metrics; the shipped "
                         "unit uses 127.0.0.1:9555 (default: none, not served)")
+    p.add_argument("--standby", action="store_true",
+                   help="when another MDS is active on this DB, wait (saying so once) and take over when it stops "
+                        "or misses its heartbeat for 3 of its intervals (default: say which MDS is active, exit 2)")
     p.add_argument("--status", action="store_true", help="print the status of the running MDS and exit")
     p.add_argument("--json", action="store_true", help="with --status: print the JSON as is")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
@@ -102,7 +113,7 @@ def _run(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     status_file = _status_file(args, settings)
     if args.status:
-        return _print_status(status_file, args.json)
+        return _print_status(status_file, args.json, settings)
     for name, value, low, high in (("--interval", args.interval, 1.0, 86400.0), ("--cpu-max", args.cpu_max, 0, 100),
                                    ("--mem-max", args.mem_max, 0, 100), ("--oss-load-weight", args.oss_load_weight, 0, 1),
                                    ("--fill-cap", args.fill_cap, 0.01, 1), ("--fill-weight", args.fill_weight, 0, 10),
@@ -169,36 +180,90 @@ def _run(args: argparse.Namespace) -> int:
                        lustre_params=lustre_params if lustre_params.source else None,
                        lustre_params_interval_s=args.lustre_params_interval,
                        maps_dir=None if args.maps_dir == "none" else Path(args.maps_dir or Path(settings.state_dir) / "maps"))
+    # one active MDS per DB: claim its record before reading the view, binding or allocating
+    from iez.mds.lease import MdsLease, start_as_active
+
+    lease, stopping, services = MdsLease(engine, args.interval, endpoint=args.bind), threading.Event(), []
+
+    def _stop(*_) -> None:  # SIGTERM/SIGINT while standing by or starting (the service's run() sets its own)
+        stopping.set()
+        for started in services:
+            started.stop()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, _stop)
+    code = start_as_active(lease, args.standby, stopping)
+    if code is not None:
+        return code
     logging.getLogger("iez.mds").info("Lustre parameters of the MDS from %s", lustre_params.describe())
     if ignored_keys:
         logging.getLogger("iez.mds").warning("--insecure: ignoring --curve-secret-key and --curve-authorized")
-    service = MdsService(engine, config)
-    if args.metrics_bind != "none":
-        from iez.mds.metrics import MdsMetrics
+    try:
+        service = MdsService(engine, config)
+        services.append(service)
+        if stopping.is_set():
+            service.stop()
 
-        service.metrics = MdsMetrics(service)
-        logging.getLogger("iez.mds").info("metrics on http://%s:%d/metrics", *service.metrics.serve(args.metrics_bind))
-    return service.run()
+        def deposed() -> None:  # another MDS took the record over: stop, leaving its status file alone
+            service.config.status_file = None
+            service.stop()
+
+        lease.start_heartbeat(on_lost=deposed, endpoint=lambda: service.endpoint)
+        if args.metrics_bind != "none":
+            from iez.mds.metrics import MdsMetrics
+
+            service.metrics = MdsMetrics(service)
+            logging.getLogger("iez.mds").info("metrics on http://%s:%d/metrics",
+                                              *service.metrics.serve(args.metrics_bind))
+        code = service.run()
+    finally:
+        lease.release()  # after the last allocation and the last stored report
+    if lease.lost is not None:
+        print("iez mds: stopped: another MDS took over the active MDS lease"
+              + (f" ({lease.lost.who()})" if lease.lost.held else "") + " while this one's heartbeat was late",
+              file=sys.stderr)
+        return 1
+    return code
 
 
-def _print_status(path: Path, as_json: bool) -> int:
+def _active_mds(settings) -> tuple[dict | None, str, bool]:
+    """The DB's active-MDS record (:mod:`iez.mds.lease`) as JSON and as a phrase, and whether the DB told;
+    never fails."""
+    try:
+        from iez.db import open_db
+        from iez.mds.lease import read_holder
+
+        holder = read_holder(open_db(settings))
+    except Exception as err:
+        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+        return {"error": reason}, f"active MDS of the DB: unknown ({reason})", False
+    if holder is None:
+        return None, "active MDS of the DB: none (no MDS has run on this DB)", True
+    return holder.to_json(), f"active MDS of the DB: {holder.describe()}", True
+
+
+def _print_status(path: Path, as_json: bool, settings) -> int:
     try:
         status = json.loads(path.read_text())
     except FileNotFoundError:
-        print(f"iez mds: no status at {path}: is the MDS running with this IEZ_STATE_DIR?", file=sys.stderr)
+        _, active, known = _active_mds(settings)  # e.g. on a standby's node: which one is active
+        print(f"iez mds: no status at {path}: is the MDS running with this IEZ_STATE_DIR?"
+              + (f"; {active}" if known else ""), file=sys.stderr)
         return 1
     from iez.freshness import mds_running
 
     if not mds_running(status, time.time()):  # a stopped MDS's last status is not the live one
         when = status.get("time")
         stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(when)) if isinstance(when, (int, float)) else "?"
+        record, active, known = _active_mds(settings)
         if as_json:
-            print(json.dumps({**status, "running": False}, indent=1))
-        print(f"iez mds: MDS not running (last status from {stamp}, pid {status.get('pid')}, {path})",
-              file=sys.stderr)
+            print(json.dumps({**status, "running": False, "active_mds": record}, indent=1))
+        print(f"iez mds: MDS not running (last status from {stamp}, pid {status.get('pid')}, {path})"
+              + (f"; {active}" if known else ""), file=sys.stderr)
         return 1
+    record, active, _ = _active_mds(settings)
     if as_json:
-        print(json.dumps(status, indent=1))
+        print(json.dumps({**status, "active_mds": record}, indent=1))
         return 0
     m, a = status["messages"], status["allocation"]
     dropped = ", ".join(f"{k} {v}" for k, v in m["dropped"].items() if v) or "none"
@@ -217,4 +282,5 @@ def _print_status(path: Path, as_json: bool) -> int:
         qos = " ".join(f"{k}={v}" for k, v in (lustre.get("qos") or {}).items())
         print(f"Lustre parameters from {lustre['source']}: pools {pools or 'none'}; qos {qos or 'unknown'}"
               + (f"; error: {lustre['error']}" if lustre.get("error") else ""))
+    print(active)
     return 0

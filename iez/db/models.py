@@ -259,3 +259,29 @@ class OstStat(Base):
     read_bytes: Mapped[int | None] = mapped_column(BigInteger)
     write_bytes: Mapped[int | None] = mapped_column(BigInteger)
     sample_time: Mapped[datetime] = mapped_column(Timestamp)
+
+
+class MdsLeaseRow(Base):
+    """The active MDS service of this database (migration 0010; :mod:`iez.mds.lease`).
+
+    One row per service (``service`` 'mds'): the MDS that holds it (``owner``, a random token of its
+    process; NULL once released) renews ``renewed`` and ``expires`` every report interval, on the
+    database's clock; a record past ``expires`` (3 intervals after its last heartbeat) may be taken over.
+    ``generation`` counts claims (a fencing token), ``version`` every change (claims are compare-and-swap
+    on it). ``instance`` (boot id, PID namespace, process start time) lets a process on the same node see
+    that the holder has died without waiting for its heartbeat to age.
+    """
+
+    __tablename__ = "mds_lease"
+
+    service: Mapped[str] = mapped_column(String(64), primary_key=True)
+    owner: Mapped[str | None] = mapped_column(String(64))
+    generation: Mapped[int] = mapped_column(BigInteger)
+    version: Mapped[int] = mapped_column(BigInteger)
+    pid: Mapped[int] = mapped_column(Integer)
+    host: Mapped[str] = mapped_column(Name)
+    instance: Mapped[str] = mapped_column(String(255))
+    endpoint: Mapped[str | None] = mapped_column(String(255))
+    since: Mapped[datetime] = mapped_column(Timestamp)
+    renewed: Mapped[datetime] = mapped_column(Timestamp)
+    expires: Mapped[datetime] = mapped_column(Timestamp)

@@ -15,7 +15,7 @@ from iez.db.models import Base
 from iez.db.schema import check_schema, current_revision, downgrade, ensure_database, head_revision, upgrade
 
 TABLES = {"applications", "runs", "write_requests", "allocations", "reservations", "oss", "osts",
-          "oss_stats", "ost_stats", "iez_lock", "alembic_version"}
+          "oss_stats", "ost_stats", "iez_lock", "mds_lease", "alembic_version"}
 
 
 def test_upgrade_creates_every_table_and_downgrade_removes_them(empty_db):
