@@ -10,7 +10,7 @@ without one congested OST, on an emulated 2 OSS x 4 OST cluster (`iez cluster em
   congestion. Reported: each throughput and the drop when congested (the issue's target: layout-aware
   drops at most 16 %, naive at least 25 %; the paper measured 16 % and 30 %).
 - Sink side, W(sink): ``--sink-files`` files (sparse sources with no layout, so reading costs nothing)
-  written by 8 workers into the emulated cluster's data directory (on /dev/shm: tmpfs keeps user
+  written in full (``--dense``: their holes written as zeros) by 8 workers into the emulated cluster's data directory (on /dev/shm: tmpfs keeps user
   attributes, and nothing reaches the disk), stripe count 1 as the paper's sink, in rounds of
   ``--round`` files whose destinations are checked (count and size) and deleted; layout-aware (placed by
   iez away from the overloaded OST) against naive (round-robin placement: file per server).
@@ -217,7 +217,8 @@ class Bench:
                     for first in range(0, len(paths), a.round):
                         batch = paths[first:first + a.round]
                         dst = self.data / "sink-dst"
-                        report = self.copy(batch, dst, ["--workers", "8", "--stripe-count", "1", *self._cd(), *extra])
+                        report = self.copy(batch, dst, ["--workers", "8", "--stripe-count", "1", "--dense",
+                                                        *self._cd(), *extra])  # the holes written: writes timed
                         written = list(dst.iterdir())
                         if len(written) != len(batch) or any(p.stat().st_size != size for p in written):
                             raise SystemExit(f"sink side: {dst} holds {len(written)} files, not {len(batch)} of {size} B")

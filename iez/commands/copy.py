@@ -15,7 +15,7 @@ import sys
 
 from iez.move import CongestionSettings, MoveOptions, move
 from iez.move.congestion import SKIP, THRESHOLD_S, WINDOW
-from iez.move.files import plan
+from iez.move.files import keep_directory_attributes, make_directories, plan
 
 REEXEC_MARK = "IEZ_COPY_REEXEC"
 
@@ -29,8 +29,10 @@ def register(subparsers) -> None:
         "on, and pass by an OST whose mean chunk time among the side's last --window chunks exceeded "
         "--threshold seconds for the next --skip picks. Destinations are placed by iez's allocator with the live "
         "loads, away from congested OSTs (in an emulated cluster's data directories or on Lustre). "
-        "Every file is written under a temporary name, fsynced and renamed; a failed file is one line "
-        "on stderr and the others are still copied (exit 1).")
+        "Every file is written under a temporary name naming this process, given every attribute cp -a keeps "
+        "(owner, mode with setuid/setgid/sticky bits, extended attributes and ACLs, atime and mtime, holes), "
+        "fsynced and renamed; temporaries that killed movers left beside the destinations are removed first. "
+        "A failed file is one line on stderr and the others are still copied (exit 1).")
     parser.add_argument("paths", nargs="+", metavar="PATH", help="SRC... (files or directories), then DST")
     parser.add_argument("--naive", action="store_true",
                         help="the paper's baseline: each worker copies whole files in turn, destinations "
@@ -46,8 +48,12 @@ def register(subparsers) -> None:
                         f"up to 8 M (default {SKIP})")
     parser.add_argument("--stripe-count", type=int, metavar="N",
                         help="destination stripe count (default: the source's; 1 without a layout)")
-    parser.add_argument("--sparse", action="store_true",
-                        help="chunks of zeros become holes in the destination (nothing written there)")
+    holes = parser.add_mutually_exclusive_group()
+    holes.add_argument("--sparse", action="store_true",
+                       help="chunks of zeros become holes in the destination (nothing written there; cp "
+                       "--sparse=always). By default the source's holes stay holes and its data is written")
+    holes.add_argument("--dense", action="store_true",
+                       help="write every byte: the source's holes are written as zeros (cp --sparse=never)")
     parser.add_argument("--share", type=float, metavar="F",
                         help="the fraction of each OST this copy may take (exported as IEZ_IO_SHARE)")
     parser.add_argument("--weight", type=float, metavar="W",
@@ -57,7 +63,8 @@ def register(subparsers) -> None:
                         "chunks dealt in turn and moved off a copy whose OST is congested)")
     parser.add_argument("--json", action="store_true",
                         help="print bytes, seconds, files, chunks per OST, throughput_mib_s, congested, "
-                        "failed (only the JSON on stdout)")
+                        "failed, temporaries_removed (left by killed movers beside the destinations) "
+                        "(only the JSON on stdout)")
     parser.add_argument("--background", action="store_true",
                         help="journal the movement and return at once; a detached stager copies it at --share "
                              "(default 0.3) of each server and survives a kill or reboot (iez stage status/resume)")
@@ -87,6 +94,8 @@ def argv_of(args: argparse.Namespace) -> list[str]:
         out.append("--naive")
     if args.sparse:
         out.append("--sparse")
+    if getattr(args, "dense", False):
+        out.append("--dense")
     if args.json:
         out.append("--json")
     if not args.mirror_skip:
@@ -145,16 +154,23 @@ def _run(args: argparse.Namespace) -> int:
         raise ValueError(f"--share {args.share} is outside (0, 1]")
     if args.weight is not None and not args.weight > 0:
         raise ValueError(f"--weight {args.weight} must be positive")
-    options = MoveOptions(naive=args.naive, workers=args.workers, sparse=args.sparse, stripe_count=args.stripe_count,
+    options = MoveOptions(naive=args.naive, workers=args.workers, sparse=args.sparse, dense=args.dense,
+                          stripe_count=args.stripe_count,
                           congestion=CongestionSettings(args.window, args.threshold, args.skip),
                           mirror_skip=args.mirror_skip,
                           on_error=lambda line: print(f"iez copy: {line}", file=sys.stderr, flush=True))
     reexec_if_needed(args)
     *sources, dest = args.paths
-    pairs, problems = plan(sources, dest)
+    directories: list[tuple[str, str, os.stat_result]] = []
+    pairs, problems = plan(sources, dest, directories)
+    problems += make_directories(directories)
     for line in problems:
         print(f"iez copy: {line}", file=sys.stderr, flush=True)
     report = move([(s, d, None) for s, d in pairs], options)
+    late = keep_directory_attributes(directories)  # after every file: a rename changes its directory's mtime
+    for line in late:
+        print(f"iez copy: {line}", file=sys.stderr, flush=True)
+    problems += late
     report.failed = [{"src": p.split(":", 1)[0], "dst": None, "error": p} for p in problems] + report.failed
     if args.json:
         print(json.dumps(report.to_json()))
@@ -168,6 +184,9 @@ def _run(args: argparse.Namespace) -> int:
         for e in r.congested:
             state = "congested" if e["congested"] else "recovered"
             print(f"OST {e['ost']} {state} ({e['side']}, mean chunk {e['mean_chunk_s']} s) at {e['at_s']} s")
+        if r.temporaries_removed:
+            print(f"removed {r.temporaries_removed} temporar{'ies' if r.temporaries_removed != 1 else 'y'} "
+                  "that killed movers left beside the destinations")
         if r.failed:
             print(f"{len(r.failed)} file{'s' if len(r.failed) != 1 else ''} not copied (see above)")
     return 1 if report.failed else 0

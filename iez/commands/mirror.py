@@ -8,6 +8,12 @@ layout attribute. Under ``IEZ_EMULATE=ROOT`` it re-executes itself with libiez p
 does, in the I/O class ``resync`` at ``--share`` of each server (default 0.3), so a resync takes the time the
 emulated OSTs need and leaves the rest to the applications. On Lustre the same is ``lfs mirror resync FILE``
 (not runnable here: a Lustre file's layout is Lustre's to rewrite).
+
+A resync rewrites no byte's value, so the file keeps its attributes: it is read with ``O_NOATIME``, and what
+the kernel takes from a file that is written (``security.capability``; the setuid/setgid bits of a caller
+without ``CAP_FSETID``) and the atime and mtime are given back afterwards (:mod:`iez.move.attributes`).
+Before the first file, the temporaries that killed movers left beside the files are removed
+(:mod:`iez.move.temps`; ``temporaries_removed`` in ``--json``).
 """
 
 from __future__ import annotations
@@ -21,6 +27,8 @@ from pathlib import Path
 
 from iez.layout import emulated
 from iez.layout.model import Layout
+from iez.move import temps
+from iez.move.attributes import Attributes, open_source
 from iez.move.chunks import in_sync_copies
 from iez.move.files import pin_mirror
 
@@ -81,6 +89,12 @@ def extents(fd: int, size: int):
         offset = end
 
 
+def _kept_across_writes(path: str) -> Attributes:
+    """What writing ``path`` would change or take, given back after the resync: mode (setuid/setgid), atime,
+    mtime and the extended attributes (``security.capability``), the layout's aside (the resync's to set)."""
+    return Attributes.of_stat(os.stat(path)).with_xattrs(path)
+
+
 def resync_file(path: str) -> dict:
     """Resync every stale copy of ``path``; returns what was done (``copies`` resynced, ``bytes`` written)."""
     layout = stale_layout(path)
@@ -89,7 +103,8 @@ def resync_file(path: str) -> dict:
         return {"file": path, "copies": [], "bytes": 0, "seconds": 0.0}
     source = in_sync_copies(layout)[0]
     written = 0
-    src = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    kept = _kept_across_writes(path)
+    src = open_source(path)
     try:
         pin_mirror(src, source)
         size = os.fstat(src).st_size
@@ -111,6 +126,11 @@ def resync_file(path: str) -> dict:
         os.close(src)
     synced = Layout.from_mirrors(layout.mirrors, layout.preferred, ())
     os.setxattr(path, emulated.xattr_name(), emulated.format_attr(synced).encode("ascii"))
+    fd = open_source(path)
+    try:
+        kept.apply(fd)
+    finally:
+        os.close(fd)
     return {"file": path, "copies": [k + 1 for k in layout.stale], "source": source + 1, "bytes": written,
             "seconds": round(time.monotonic() - started, 4)}
 
@@ -127,6 +147,7 @@ def _resync(args: argparse.Namespace) -> int:
     reexec_if_needed(argparse.Namespace(share=args.share, weight=None), argv)
     started = time.monotonic()
     results, failed = [], []
+    swept = temps.sweep_beside(args.files)
     for path in args.files:
         try:
             results.append(resync_file(path))
@@ -138,12 +159,13 @@ def _resync(args: argparse.Namespace) -> int:
     total = sum(r["bytes"] for r in results)
     if args.json:
         print(json.dumps({"files": results, "failed": failed, "bytes": total, "seconds": round(seconds, 4),
-                          "share": args.share}))
+                          "share": args.share, "temporaries_removed": swept.removed}))
     else:
         for r in results:
             what = f"mirror {', '.join(map(str, r['copies']))} from mirror {r['source']}" if r["copies"] else "in sync"
             print(f"{r['file']}: {what}, {r['bytes'] / 2**20:,.1f} MiB in {r['seconds']:.2f} s")
-        print(f"resynced {total / 2**20:,.1f} MiB in {seconds:.2f} s")
+        print(f"resynced {total / 2**20:,.1f} MiB in {seconds:.2f} s"
+              + (f"; removed {swept.removed} temporaries that killed movers left" if swept.removed else ""))
     return 1 if failed else 0
 
 

@@ -90,12 +90,15 @@ def _status(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from iez.move import staging
 
+    stager = staging.Stager(workers=args.workers)
     try:
-        copied = staging.Stager(workers=args.workers).run()
+        copied = stager.run()
     except staging.Busy as err:
         print(f"iez stage: {err}", file=sys.stderr)
         return 0
-    print(f"iez stage: {copied} files copied; nothing pending", flush=True)
+    removed = stager.temporaries_removed
+    print(f"iez stage: {copied} files copied; nothing pending"
+          + (f"; removed {removed} temporaries that killed movers left" if removed else ""), flush=True)
     return 0
 
 

@@ -2,11 +2,14 @@
 
 ``plan`` expands ``SRC... DST`` as ``cp -r`` does: into an existing directory each source keeps its
 name (a directory recursively), a single source may be given its new name. A destination is written
-under a temporary name beside it, its layout set before the first byte, each chunk read and written
-with ``pread``/``pwrite`` on descriptors opened for that chunk (so under emulated bandwidth a chunk's
-time is the time its OSTs take to serve it: ``close`` waits for them), and it is truncated to size,
-given the source's mode and times, ``fsync``ed and renamed over the final name only when every chunk
-arrived: a failed or interrupted copy never leaves a partial file under the final name.
+under a temporary name beside it (:func:`iez.move.temps.temp_name`: it names the writing process, so the
+next run of any mover removes it if this one dies), its layout set before the first byte, each chunk read
+and written with ``pread``/``pwrite`` on descriptors opened for that chunk (so under emulated bandwidth a
+chunk's time is the time its OSTs take to serve it: ``close`` waits for them; the source with
+``O_NOATIME``), only the source's data extents written (its holes stay holes), and it is truncated to size,
+given every attribute ``cp -a`` keeps (:mod:`iez.move.attributes`: owner, extended attributes and ACLs,
+mode with its special bits, atime and mtime), ``fsync``ed and renamed over the final name only when every
+chunk arrived: a failed or interrupted copy never leaves a partial file under the final name.
 """
 
 from __future__ import annotations
@@ -18,7 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from iez.layout.model import Layout
+from iez.move import temps
+from iez.move.attributes import Attributes, data_extents, open_source
 
+#: What every copy's temporary name holds (``.NAME.iez-copy.WRITER``; :mod:`iez.move.temps`).
 TMP_MARK = ".iez-copy."
 
 
@@ -32,6 +38,7 @@ class FileJob:
     size: int
     mode: int
     times: tuple[int, int]  # atime, mtime in ns
+    attrs: Attributes | None = None  # the source's, from its stat before the first read
     src_layout: Layout | None = None
     dst_layout: Layout | None = None  # given by the caller, or chosen by placement
     tmp: str = ""
@@ -41,9 +48,12 @@ class FileJob:
     extra: dict = field(default_factory=dict)
 
 
-def plan(sources: list[str], dest: str) -> tuple[list[tuple[str, str]], list[str]]:
+def plan(sources: list[str], dest: str, directories: list[tuple[str, str, os.stat_result]] | None = None
+         ) -> tuple[list[tuple[str, str]], list[str]]:
     """``(src, dst)`` file pairs for ``SRC... DST`` and the problems found (one line each: a missing source,
-    a special file). Directories to create are implied by the pairs."""
+    a special file). Directories to create are implied by the pairs; ``directories``, when given, is
+    appended ``(src, dst, stat)`` for every directory copied (empty ones included), parents first, each
+    ``stat`` taken before the directory was listed (listing it may move its atime)."""
     if not sources:
         raise ValueError("give at least one SRC and a DST")
     into = os.path.isdir(dest)
@@ -62,13 +72,22 @@ def plan(sources: list[str], dest: str) -> tuple[list[tuple[str, str]], list[str
             if os.path.abspath(target).startswith(os.path.abspath(src).rstrip("/") + "/"):
                 problems.append(f"{src}: cannot copy a directory into itself ({target})")
                 continue
+            seen = {os.path.normpath(src): st}
             for top, dirs, names in os.walk(src, onerror=lambda err: problems.append(f"{err.filename}: {err.strerror}")):
                 dirs.sort()
                 rel = os.path.relpath(top, src)
+                if directories is not None:
+                    directories.append((top, os.path.normpath(os.path.join(target, rel)),
+                                        seen.pop(os.path.normpath(top), None) or os.stat(top)))
+                    for name in dirs:  # before os.walk lists them
+                        try:
+                            seen[os.path.normpath(os.path.join(top, name))] = os.stat(os.path.join(top, name))
+                        except OSError:
+                            pass
                 for name in sorted(names):
                     path = os.path.join(top, name)
-                    if TMP_MARK in name:
-                        continue  # another copy's temporary file
+                    if temps.is_temporary(name):
+                        continue  # a mover's temporary file
                     try:
                         regular = stat.S_ISREG(os.stat(path).st_mode)
                     except OSError as err:
@@ -85,9 +104,37 @@ def plan(sources: list[str], dest: str) -> tuple[list[tuple[str, str]], list[str
     return pairs, problems
 
 
+def make_directories(directories: list[tuple[str, str, os.stat_result]]) -> list[str]:
+    """Create the destination directories (empty ones included); the problems, one line each."""
+    problems = []
+    for _, dst, _ in directories:
+        try:
+            os.makedirs(dst, exist_ok=True)
+        except OSError as err:
+            problems.append(f"{dst}: {err.strerror}")
+    return problems
+
+
+def keep_directory_attributes(directories: list[tuple[str, str, os.stat_result]]) -> list[str]:
+    """Give each destination directory its source's attributes (as a file's: owner, extended attributes and
+    ACLs, the default ACL included, mode, and the atime and mtime it had before it was listed), deepest first
+    and after every file is in place (a rename in a directory changes its mtime); the problems, one line each."""
+    problems = []
+    for src, dst, st in sorted(directories, key=lambda d: d[1].count(os.sep), reverse=True):
+        try:
+            attrs = Attributes.of_stat(st).with_xattrs(src)
+            fd = os.open(dst, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            try:
+                attrs.apply(fd)
+            finally:
+                os.close(fd)
+        except OSError as err:
+            problems.append(f"{dst}: {err.strerror or err}")
+    return problems
+
+
 def tmp_name(dst: str) -> str:
-    head, tail = os.path.split(dst)
-    return os.path.join(head, f".{tail}{TMP_MARK}{os.getpid()}")
+    return temps.temp_name(dst, "copy")
 
 
 def create(job: FileJob, layout: Layout | None, apply_layout) -> None:
@@ -95,7 +142,7 @@ def create(job: FileJob, layout: Layout | None, apply_layout) -> None:
     os.makedirs(os.path.dirname(job.dst) or ".", exist_ok=True)
     job.tmp = tmp_name(job.dst)
     try:
-        os.unlink(job.tmp)  # left by a copy that died with this pid
+        os.unlink(job.tmp)  # this process's own, from an attempt it gave up
     except FileNotFoundError:
         pass
     if layout is not None:
@@ -106,15 +153,18 @@ def create(job: FileJob, layout: Layout | None, apply_layout) -> None:
 
 
 def copy_chunk(job: FileJob, offset: int, length: int, buf: bytearray, sparse: bool,
-               zeros: bytes, mirror: int | None = None) -> tuple[float, float, bool]:
+               zeros: bytes, mirror: int | None = None, dense: bool = False) -> tuple[float, float, bool]:
     """Copies one chunk (from copy ``mirror`` of a mirrored source); returns (read seconds, write seconds,
-    written). A short read means the source shrank, which is an error naming it."""
+    written). Only the source's data extents in the chunk are written (a hole stays a hole) unless ``dense``
+    (every byte); with ``sparse`` a chunk of zeros is not written either. A short read means the source
+    shrank, which is an error naming it."""
     t0 = time.monotonic()
-    fd = os.open(job.src, os.O_RDONLY | os.O_CLOEXEC)
+    fd = open_source(job.src)
     try:
         if mirror is not None:
             pin_mirror(fd, mirror)
         data = os.pread(fd, length, offset)  # os.pread, not preadv: libiez slows pread (preadv from Python it does not)
+        extents = [(offset, len(data))] if dense else data_extents(fd, offset, offset + len(data))
     finally:
         os.close(fd)  # under emulation, returns once the OST served the chunk
     t1 = time.monotonic()
@@ -122,13 +172,14 @@ def copy_chunk(job: FileJob, offset: int, length: int, buf: bytearray, sparse: b
     if got != length:
         raise OSError(f"{job.src}: read {got} of {length} bytes at offset {offset} (the file shrank while copied)")
     view = memoryview(data)
-    if sparse and data == zeros[:length]:
+    if not extents or (sparse and data == zeros[:length]):
         return t1 - t0, 0.0, False
     fd = os.open(job.tmp, os.O_WRONLY | os.O_CLOEXEC)
     try:
-        done = 0
-        while done < length:
-            done += os.pwrite(fd, view[done:], offset + done)
+        for start, size in extents:
+            done = 0
+            while done < size:
+                done += os.pwrite(fd, view[start - offset + done:start - offset + size], start + done)
     finally:
         os.close(fd)
     return t1 - t0, time.monotonic() - t1, True
@@ -153,12 +204,13 @@ def pin_mirror(fd: int, mirror: int) -> None:
 
 
 def finish(job: FileJob) -> None:
-    """Size, mode and times of the source; fsync; rename over the final name."""
+    """Size and every attribute of the source (:mod:`iez.move.attributes`); fsync; rename over the final name."""
+    attrs = job.attrs or Attributes(job.mode, -1, -1, *job.times)
+    attrs = attrs.with_xattrs(job.src)
     fd = os.open(job.tmp, os.O_WRONLY | os.O_CLOEXEC)
     try:
         os.ftruncate(fd, job.size)
-        os.fchmod(fd, stat.S_IMODE(job.mode))
-        os.utime(fd, ns=job.times)
+        attrs.apply(fd)
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -173,9 +225,9 @@ def discard(job: FileJob) -> None:
             pass
 
 
-def describe(src: str) -> tuple[int, int, tuple[int, int]]:
+def describe(src: str) -> tuple[int, int, tuple[int, int], Attributes]:
     st = os.stat(src)
-    return st.st_size, st.st_mode, (st.st_atime_ns, st.st_mtime_ns)
+    return st.st_size, st.st_mode, (st.st_atime_ns, st.st_mtime_ns), Attributes.of_stat(st)
 
 
 def ensure_parent_dirs(pairs: list[tuple[str, str]]) -> None:

@@ -1,10 +1,16 @@
 """Rewrite one file with a new layout under its own name: the rebalancer's one-file primitive.
 
-In emulation (no Lustre): the file is copied to ``.NAME.iez-rebalance.tmp``
-in the same directory, which carries the new layout (its attribute) before the
-first byte, so the placement library's emulated bandwidth charges the new
-OSTs; the copy gets the original's mode, owner, other attributes and times and
-is ``fsync``ed; then, if the original is still the version the plan saw and
+In emulation (no Lustre): the file is copied to a temporary beside it
+(``.NAME.iez-rebalance.WRITER``: :func:`iez.move.temps.temp_name`, so the next
+run of any mover removes it if this process dies), which carries the new layout
+(its attribute) before the first byte, so the placement library's emulated
+bandwidth charges the new OSTs; only the original's data extents are written
+(its holes stay holes), it is read with ``O_NOATIME`` (its atime stays, even if
+the move is killed), and the copy gets every attribute ``cp -a`` keeps
+(:mod:`iez.move.attributes`: owner, extended attributes and ACLs,
+``security.capability``, mode with its setuid/setgid/sticky bits, atime and
+mtime, in that order) and is ``fsync``ed; then, if the original is still the
+version the plan saw and
 did not change during the copy (inode, size, modification and change times)
 and no process has it open for writing (``/proc/*/fd``), the copy is renamed
 over it atomically and the directory ``fsync``ed. Otherwise the copy is
@@ -33,7 +39,10 @@ from typing import Callable
 
 from iez.layout import emulated, lustre
 from iez.layout.model import Layout
+from iez.move import temps
+from iez.move.attributes import Attributes, data_extents, open_source
 
+#: What the temporaries' names held before (``.NAME.iez-rebalance.tmp``); now ``.NAME.iez-rebalance.WRITER``.
 TMP_SUFFIX = ".iez-rebalance.tmp"
 #: Bytes per read and write when the layout gives no stripe size.
 COPY_CHUNK = 4 << 20
@@ -57,8 +66,8 @@ class Identity:
 
 
 def tmp_path(path: str) -> str:
-    head, name = os.path.split(path)
-    return os.path.join(head, f".{name}{TMP_SUFFIX}")
+    """The temporary this process copies ``path`` to."""
+    return temps.temp_name(path, "rebalance")
 
 
 def writers(path: str) -> list[int]:
@@ -104,25 +113,6 @@ def _check(path: str, expect: Identity | None, when: str) -> os.stat_result:
     if pids:
         raise Skipped(f"{path}: open for writing (pid {', '.join(map(str, pids))}) {when}")
     return st
-
-
-def _copy_attributes(src: str, dst: str, st: os.stat_result, layout_attr: str) -> None:
-    try:
-        names = os.listxattr(src, follow_symlinks=False)
-    except OSError:
-        names = []
-    for name in names:
-        if name != layout_attr:
-            try:
-                os.setxattr(dst, name, os.getxattr(src, name, follow_symlinks=False), follow_symlinks=False)
-            except OSError:
-                pass  # e.g. a security attribute this user may not set: the data and layout are what matter
-    os.chmod(dst, stat.S_IMODE(st.st_mode))
-    try:
-        os.chown(dst, st.st_uid, st.st_gid)
-    except PermissionError:
-        pass
-    os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns))
 
 
 def lfs_migrate_argv(path: str, layout: Layout, lfs: str = "lfs") -> list[str]:
@@ -180,7 +170,7 @@ def migrate(path: str, layout: Layout, expect: Identity | None = None,
     before = _check(path, expect, "since the plan")
     tmp = tmp_path(path)
     try:
-        os.unlink(tmp)  # a copy an interrupted run left
+        os.unlink(tmp)  # this process's own, from an attempt that failed
     except FileNotFoundError:
         pass
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
@@ -190,24 +180,28 @@ def migrate(path: str, layout: Layout, expect: Identity | None = None,
         os.close(fd)
     try:
         # opened again so the placement library (emulated bandwidth) sees the new layout on this descriptor
-        src = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        src = open_source(path)
         try:
+            attrs = Attributes.of_stat(before).with_xattrs(src, attr)
             dst = os.open(tmp, os.O_WRONLY | os.O_CLOEXEC)
             try:
                 chunk = layout.stripe_size or COPY_CHUNK
-                while True:
-                    data = os.read(src, chunk)
-                    if not data:
-                        break
-                    view = memoryview(data)
-                    while view:
-                        view = view[os.write(dst, view):]
+                for start, length in data_extents(src, 0, before.st_size):
+                    for offset in range(start, start + length, chunk):
+                        data = os.pread(src, min(chunk, start + length - offset), offset)
+                        if not data:
+                            break  # shrank: the check below sees it
+                        view, at = memoryview(data), offset
+                        while view:
+                            wrote = os.pwrite(dst, view, at)
+                            view, at = view[wrote:], at + wrote
+                os.ftruncate(dst, before.st_size)
+                attrs.apply(dst)  # after the last write: a write clears setuid/setgid and security.capability
                 os.fsync(dst)
             finally:
                 os.close(dst)
         finally:
             os.close(src)
-        _copy_attributes(path, tmp, before, attr)
         new_ino = os.lstat(tmp).st_ino
         if copied is not None:
             copied(new_ino)

@@ -23,6 +23,7 @@ from typing import Callable, Sequence
 from iez.layout.model import Layout
 from iez.layout.read import LayoutReader
 from iez.move import files as fileops
+from iez.move import temps
 from iez.move.chunks import DEFAULT_CHUNK, MAX_CHUNK, Chunk, cut, cut_mirrored, ost_at
 from iez.move.congestion import Detector, Settings
 from iez.move.placement import Placer
@@ -48,6 +49,9 @@ class MoveOptions:
     congestion: Settings = field(default_factory=Settings)
     #: Chunks of zeros become holes in the destination (``cp --sparse=always``): nothing written there.
     sparse: bool = False
+    #: Every byte written, the source's holes as zeros (``cp --sparse=never``); by default (neither) the
+    #: source's holes stay holes (``cp --sparse=auto``, as ``cp -a``).
+    dense: bool = False
     #: Destination stripe count; None: the source's (1 for a source without a layout, as the paper's sink).
     stripe_count: int | None = None
     #: Allocator for destinations (``--naive`` always places round-robin).
@@ -59,10 +63,15 @@ class MoveOptions:
     #: A mirrored source (FLR) is read from every in-sync copy: chunks dealt to the copies in turn and moved off
     #: a copy whose OST is congested (CEFT's split reads and hot-spot skipping). False: the preferred copy only.
     mirror_skip: bool = True
+    #: Before copying, remove the temporaries of dead movers beside the destinations (:mod:`iez.move.temps`);
+    #: False where the caller sweeps itself (the stager, once per run).
+    sweep: bool = True
 
     def __post_init__(self) -> None:
         if not 1 <= self.workers <= 1024:
             raise ValueError(f"--workers {self.workers} is outside 1..1024")
+        if self.sparse and self.dense:
+            raise ValueError("--sparse and --dense exclude each other")
         if self.stripe_count is not None and self.stripe_count < 1:
             raise ValueError(f"--stripe-count {self.stripe_count} must be at least 1")
 
@@ -91,6 +100,10 @@ class MoveReport:
     files_by_several_workers: int = 0
     #: Chunks of mirrored sources read from each copy (its 1-based mirror id, as FLR numbers them).
     mirror_chunks: dict[str, int] = field(default_factory=dict)
+    #: Temporaries that movers killed before left beside the destinations, removed before the copy began
+    #: (:mod:`iez.move.temps`), and those kept (their process still runs, or runs where it cannot be seen).
+    temporaries_removed: int = 0
+    temporaries_kept: int = 0
     settings: dict = field(default_factory=dict)
 
     @property
@@ -104,7 +117,8 @@ class MoveReport:
                 "mean_chunk_s": self.mean_chunk_s, "congested": self.congested, "workers": self.workers,
                 "placement": self.placement, "dst_files_per_ost": self.dst_files_per_ost,
                 "mixed_chunks": self.mixed_chunks, "replaced": self.replaced, "files_by_several_workers": self.files_by_several_workers,
-                "mirror_chunks": self.mirror_chunks, **self.settings}
+                "mirror_chunks": self.mirror_chunks, "temporaries_removed": self.temporaries_removed,
+                "temporaries_kept": self.temporaries_kept, **self.settings}
 
 
 def _key(ost: int | None) -> str:
@@ -136,7 +150,7 @@ class Movement:
             job = fileops.FileJob(len(self.jobs), src, dst, 0, 0o644, (0, 0), dst_layout=dst_layout)
             self.jobs.append(job)
             try:
-                job.size, job.mode, job.times = fileops.describe(src)
+                job.size, job.mode, job.times, job.attrs = fileops.describe(src)
                 found = reader.layout(src)
                 job.src_layout = found[0] if found else None
             except (OSError, ValueError) as err:
@@ -277,7 +291,8 @@ class Movement:
         if job.error is None:
             try:
                 read_s, write_s, wrote = fileops.copy_chunk(job, chunk.offset, chunk.length, buf,
-                                                            self.options.sparse, self.zeros, chunk.mirror)
+                                                            self.options.sparse, self.zeros, chunk.mirror,
+                                                            dense=self.options.dense)
             except Exception as err:  # noqa: BLE001 - any failure is this file's, and the others go on
                 self.fail(job, err)
             else:
@@ -578,7 +593,11 @@ def move(files: Sequence[tuple[str, str, Layout | None]], options: MoveOptions |
     The caller's environment decides the emulation: under ``IEZ_EMULATE`` run with libiez preloaded (``iez
     copy`` re-executes itself so) or the I/O takes no emulated time."""
     options = options or MoveOptions()
+    # the temporaries of dead movers beside the destinations (a live mover's are kept): iez.move.temps
+    swept = temps.sweep_beside([dst for _, dst, _ in files]) if options.sweep else None
     movement = Movement(files, options)
+    if swept is not None:
+        movement.report.temporaries_removed, movement.report.temporaries_kept = swept.removed, swept.kept
     if options.naive:
         from iez.move.naive import file_per_thread
 

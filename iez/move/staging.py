@@ -6,7 +6,8 @@ returns at once; one staging process per state directory drains the journal at i
   done in the same transaction that counts its bytes, after the mover renamed its copy into place, so a
   kill -9 or a reboot at any moment loses nothing and copies nothing twice into place: a file not yet
   marked done is copied again from the start (its destination is replaced atomically, and the temporary
-  files of the dead process are removed first).
+  files of dead movers beside the pending destinations are removed first: :mod:`iez.move.temps`, which
+  never removes a temporary whose process still runs).
 - The stager (``iez stage run``) takes the journal's lock (one per state directory), then, with a few worker
   threads, copies the next file of the movement that is furthest behind its weight (start-time fair
   queuing over files: each movement's virtual time is its bytes done over its weight), each file through
@@ -19,7 +20,6 @@ returns at once; one staging process per state directory drains the journal at i
 from __future__ import annotations
 
 import fcntl
-import glob
 import os
 import sqlite3
 import subprocess
@@ -30,7 +30,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from iez.move.files import TMP_MARK, plan
+from iez.move import temps
+from iez.move.files import plan
 
 DEFAULT_SHARE = 0.3  # of each server, for background staging
 SCHEMA = """
@@ -196,20 +197,15 @@ class Stager:
         self._lock = threading.Lock()
         self._taken: set[tuple[int, int]] = set()
         self.copied = 0
+        self.temporaries_removed = 0
 
     def recover(self) -> int:
-        """After a kill: temporary copies of pending files are removed (the dead process's), running movements
-        are queued again. Returns the files still pending."""
+        """After a kill: the temporaries of dead movers beside pending files are removed (a live process's
+        never), running movements are queued again. Returns the files still pending."""
         with journal(self.directory) as conn:
             pending = conn.execute("SELECT dst FROM files WHERE state = 'pending'").fetchall()
             conn.execute("UPDATE movements SET state = 'queued' WHERE state = 'running'")
-        for (dst,) in pending:
-            head, tail = os.path.split(dst)
-            for leftover in glob.glob(os.path.join(glob.escape(head), f".{glob.escape(tail)}{TMP_MARK}*")):
-                try:
-                    os.unlink(leftover)
-                except FileNotFoundError:
-                    pass
+        self.temporaries_removed += temps.sweep_beside(dst for (dst,) in pending).removed
         return len(pending)
 
     def _next(self) -> tuple[int, int, str, str, int] | None:
@@ -268,7 +264,7 @@ class Stager:
             errors: list[str] = []
             try:
                 report = move([(src, dst, None)], MoveOptions(workers=self.file_workers, progress=False,
-                                                                on_error=errors.append))
+                                                                on_error=errors.append, sweep=False))
                 error = "; ".join(errors) or ("; ".join(f.get("error", str(f)) for f in report.failed) or None)
             except (OSError, ValueError) as err:
                 error = f"{src}: {err}"

@@ -3,8 +3,10 @@
 For each move the journal's last record decides: ``done`` or ``skipped``, it
 is over; ``copied`` with the file now being that copy's inode, the rename
 happened before the kill (recorded ``done``); otherwise (``start``, or
-``copied`` without the rename) the leftover copy is removed and the move runs
-again from the original, which the plan's identity still guards. A move runs
+``copied`` without the rename) the move runs again from the original, which
+the plan's identity still guards. Before the first move, the temporaries that
+killed movers left in the directories of the plan's files are removed (those
+whose process is gone: :mod:`iez.move.temps`), and the report counts them. A move runs
 through :func:`iez.move.migrate.migrate`: skipped when the file is open for
 writing, changed since the plan or during the copy, or gone.
 """
@@ -19,7 +21,8 @@ from pathlib import Path
 from typing import Callable
 
 from iez.layout.model import Layout
-from iez.move.migrate import Identity, Skipped, migrate, tmp_path
+from iez.move import temps
+from iez.move.migrate import Identity, Skipped, migrate
 from iez.rebalance.journal import COPIED, DONE, SKIPPED, START, Journal
 
 
@@ -30,10 +33,15 @@ class Report:
     already: int = 0  # done or skipped by an earlier run of this plan
     skipped: list[dict] = field(default_factory=list)
     journal: str = ""
+    #: Temporaries of killed movers removed from the plan's directories before the first move, and those kept
+    #: (their process still runs, or runs where it cannot be seen).
+    temporaries_removed: int = 0
+    temporaries_kept: int = 0
 
     def to_json(self) -> dict:
         return {"files_moved": self.moved, "bytes_moved": self.bytes_moved, "already_done": self.already,
-                "skipped": self.skipped, "journal": self.journal}
+                "skipped": self.skipped, "journal": self.journal, "temporaries_removed": self.temporaries_removed,
+                "temporaries_kept": self.temporaries_kept}
 
 
 def load_plan(path: str) -> tuple[dict, str]:
@@ -63,11 +71,7 @@ def _recover(journal: Journal, file: str) -> bool:
                 return True
         except FileNotFoundError:
             pass
-    try:
-        os.unlink(tmp_path(file))
-    except FileNotFoundError:
-        pass
-    return False
+    return False  # its copy, if one was left, went with the sweep before the first move
 
 
 def apply(plan_path: str, journal_path: str | None = None, log: Callable[[str], None] | None = None) -> Report:
@@ -75,6 +79,10 @@ def apply(plan_path: str, journal_path: str | None = None, log: Callable[[str], 
     journal_path = journal_path or f"{plan_path}.journal"
     journal = Journal(journal_path, sha)
     report = Report(journal=str(journal_path))
+    swept = temps.sweep_beside(m["file"] for m in plan["moves"])
+    report.temporaries_removed, report.temporaries_kept = swept.removed, swept.kept
+    if log and swept.removed:
+        log(f"removed {swept.removed} temporar{'ies' if swept.removed != 1 else 'y'} that killed movers left")
     try:
         for m in plan["moves"]:
             file = m["file"]

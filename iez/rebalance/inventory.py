@@ -25,7 +25,7 @@ from iez.layout.read import LayoutReader
 from iez.layout.rules import as_stored
 from iez.layout.usage import ost_bytes, regular_files
 from iez.model import DEFAULT_FILL_CAP
-from iez.move.migrate import TMP_SUFFIX
+from iez.move.temps import is_temporary
 from iez.rebalance.plan import File, Ost
 
 
@@ -51,7 +51,7 @@ def walk(roots: list[str], known: set[int]) -> tuple[list[File], dict[int, int],
         if not Path(root).is_dir():
             continue
         for path, st in regular_files(root, problems):
-            if os.path.basename(path).endswith(TMP_SUFFIX):
+            if is_temporary(os.path.basename(path)):
                 continue
             try:
                 found = reader.layout(path, st)

@@ -37,7 +37,10 @@ def cluster(tmp_path, mib_s=200.0):
 
 
 def leftovers(root) -> list[str]:
-    return [p.name for p in (root / "data").rglob(".*iez-rebalance.tmp")]
+    """Any mover's temporary (``.NAME.iez-rebalance.WRITER``, the old ``.NAME.iez-rebalance.tmp``...)."""
+    from iez.move.temps import is_temporary
+
+    return [p.name for p in (root / "data").rglob(".*") if is_temporary(p.name)]
 
 
 def journal_records(path) -> list[dict]:
