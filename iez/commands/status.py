@@ -57,6 +57,16 @@ def movements_in_flight(state_dir: Path) -> list[dict]:
         return [{"error": f"staging journal unreadable: {err}"}]
 
 
+def active_mds(engine) -> dict:
+    """The DB's active-MDS record (:mod:`iez.mds.lease`): ``active``, ``since`` (epoch s), ``generation``, who."""
+    from iez.mds.lease import read_holder
+
+    holder = read_holder(engine)
+    if holder is None:
+        return {"active": False, "since": None, "generation": 0}
+    return holder.to_json()
+
+
 @db_errors
 def _run(args: argparse.Namespace) -> int:
     if args.stale_intervals < 1:
@@ -76,6 +86,7 @@ def _run(args: argparse.Namespace) -> int:
         view = read(engine, lambda conn: live_view(conn, utcnow(), settings.oss_stale_s, args.stale_intervals))
         view["qos"] = mds_qos(status_file)
         view["movements"] = movements_in_flight(Path(settings.state_dir))
+        view["mds"] = active_mds(engine)
         view["time"] = round(time.time(), 3)
         return view
 

@@ -34,11 +34,15 @@ with open(path, "rb", buffering=0) as f:
 """
 
 
-def status(db: str, state: Path) -> dict:
+def status_view(db: str, state: Path) -> dict:
     done = subprocess.run([sys.executable, "-m", "iez.cli", "status", "--json", "--db", db], capture_output=True,
                           text=True, env={**os.environ, "IEZ_STATE_DIR": str(state)}, timeout=60)
     assert done.returncode == 0, done.stderr
-    return {o["index"]: o["load_mib_s"] for o in json.loads(done.stdout)["osts"]}
+    return json.loads(done.stdout)
+
+
+def status(db: str, state: Path) -> dict:
+    return {o["index"]: o["load_mib_s"] for o in status_view(db, state)["osts"]}
 
 
 def test_a_real_reader_and_a_background_load_show_in_status_and_idle_osts_do_not(tmp_path, mds_factory):
@@ -80,6 +84,9 @@ def test_a_real_reader_and_a_background_load_show_in_status_and_idle_osts_do_not
                         what="the MDS's loads")["loads_mib_s"]
         assert seen["0"] == pytest.approx(40, rel=0.15) and seen["2"] == pytest.approx(25, rel=0.15)
         assert "1" not in seen and "3" not in seen
+        # iez status names the active MDS (the DB's record, iez.mds.lease)
+        active = status_view(db, tmp_path / "state")["mds"]
+        assert active["active"] is True and active["pid"] == mds.proc.pid and active["generation"] >= 1, active
         # the description holds the physics only: no configured load on the OST the reader keeps busy
         described = json.loads((root / "cluster.json").read_text())
         by_index = {o["index"]: o for oss in described["oss"] for o in oss["osts"]}
