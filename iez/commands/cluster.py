@@ -26,6 +26,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 from iez.model import OST_STATES
@@ -88,6 +89,10 @@ def _fill(text: str) -> tuple[float, float]:
         raise ValueError(f"--fill {text!r}: give a fraction (0.2) or a range (0.1-0.22)") from None
 
 
+#: How often the emulated servers' traffic counters are rewritten (seconds).
+COUNTER_TICK_S = 0.2
+
+
 def agent_command() -> list[str]:
     exe = shutil.which("iez-agent")
     return [exe] if exe else [sys.executable, "-m", "agents.cli"]
@@ -141,14 +146,21 @@ def _emulate(args: argparse.Namespace) -> int:
         print(f"started {len(agents)} agents -> {args.mds}", flush=True)
         emulator = Emulator(layout)
         reported: set[str] = set()
+        # the space comes from a walk of the data directories every half interval; the traffic counters are
+        # rewritten every COUNTER_TICK_S, so an agent's reading is at most that old (a server's is live): over
+        # a 3-interval window a half-interval lag would be up to 17 % of the rate
+        last_walk = 0.0
         while not stop.is_set():
-            emulator.update()
+            walk = time.monotonic() - last_walk >= args.interval / 2
+            if walk:
+                last_walk = time.monotonic()
+            emulator.update(walk=walk)
             for oss_id, agent in agents.items():
                 if agent.poll() is not None and oss_id not in reported:
                     # the trees stay up to date: an agent started by hand for this OSS takes over
                     reported.add(oss_id)
                     print(f"iez cluster: agent {oss_id} exited with {agent.returncode}", file=sys.stderr, flush=True)
-            stop.wait(args.interval / 2)
+            stop.wait(min(COUNTER_TICK_S, args.interval / 2))
     finally:
         for agent in agents.values():
             if agent.poll() is None:

@@ -379,6 +379,8 @@ class Emulator:
         self.last_table: dict[int, tuple[int, int]] = {}  # per-OST table counters at the last update
         self.background = dict.fromkeys(indices, 0.0)  # bytes of background load not yet counted
         self.last_time: float | None = None
+        self.last_per: dict[int, int] | None = None  # per-OST bytes of the last walk
+        self.last_time_written: float | None = None
         self.unplaced_bytes = 0
         self._tbf_errors: set[str] = set()
 
@@ -421,8 +423,11 @@ class Emulator:
             current = self.layout
         return {o.index: o.load_mib_s for o in current.osts}
 
-    def update(self) -> dict[int, int]:
-        per = self.bytes_per_ost()
+    def update(self, walk: bool = True) -> dict[int, int]:
+        """Rewrite every OST's files; ``walk=False`` keeps the space from the last walk of the data directories
+        and refreshes the counters only (cheap: the traffic counters must stay current, a walk is not)."""
+        per = self.bytes_per_ost() if walk or self.last_per is None else self.last_per
+        self.last_per = per
         table = self._table_counters()
         now = time.time()
         elapsed = 0.0 if self.last_time is None else max(0.0, now - self.last_time)
@@ -446,16 +451,20 @@ class Emulator:
             if write_add > 0:
                 self.written[i] += write_add
                 self.samples[i] += 1
-            used_kb = ost.base_used_kb + -(-per[i] // 1024)
-            avail = max(0, ost.kbytes_total - used_kb)
             d = self.layout.ost_dir(i)
-            d.mkdir(parents=True, exist_ok=True)
-            _write(d / "kbytestotal", f"{ost.kbytes_total}\n")
-            _write(d / "kbytesfree", f"{avail}\n")
-            _write(d / "kbytesavail", f"{avail}\n")
-            _write(d / "stats", self._stats(i, now))
+            if walk or self.last_time_written is None:
+                used_kb = ost.base_used_kb + -(-per[i] // 1024)
+                avail = max(0, ost.kbytes_total - used_kb)
+                d.mkdir(parents=True, exist_ok=True)
+                _write(d / "kbytestotal", f"{ost.kbytes_total}\n")
+                _write(d / "kbytesfree", f"{avail}\n")
+                _write(d / "kbytesavail", f"{avail}\n")
+            if walk or self.last_time_written is None or read_add > 0 or write_add > 0:
+                _write(d / "stats", self._stats(i, now))  # an idle OST's counters stand as they are
+        self.last_time_written = now
         self.last_table = table
-        self.apply_tbf()
+        if walk:
+            self.apply_tbf()
         return per
 
     def _stats(self, index: int, now: float) -> str:
