@@ -229,7 +229,10 @@ def test_a_standby_takes_over_within_a_few_intervals_when_the_active_one_is_kill
     assert held.pid == standby.proc.pid and held.generation == 2 and held.held and not held.stale
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+# MariaDB only: SQLite has one writer per file, and an MDS stopped inside one of its transactions (a store, a
+# heartbeat) keeps the file's lock until it runs again, so no standby can claim the record meanwhile (seen in
+# a CI run: taken over only at SIGCONT). The README says so: standby pairs run on MariaDB.
+@pytest.mark.parametrize("backend", ["mariadb"])
 def test_a_hung_active_mds_is_taken_over_once_its_heartbeat_is_stale_and_stops_when_it_wakes(
         backend, tmp_path, mds_factory, standbys):
     db = fresh_db(backend, tmp_path, "leasehang")
