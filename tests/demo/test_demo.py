@@ -27,7 +27,9 @@ def leftovers(work: Path) -> list[str]:
 @pytest.mark.parametrize("writer", ["mpi", "python"])
 def test_demo_job_runs_faster_placed_by_iez_than_by_lustres_allocators_and_cleans_up(writer, tmp_path):
     work = tmp_path / "work"
-    args = ["--json", "--work", str(work), "--plot", str(tmp_path / "demo.png"), "--ranks", "8"]
+    # the default 16 ranks: with 8, a rank's whole backlog is priced at one instant of the other job's lane (the
+    # emulator's class sharing), and iez once measured 23 % over its model
+    args = ["--json", "--work", str(work), "--plot", str(tmp_path / "demo.png")]
     if writer == "python":
         args.append("--python-writer")
     done = subprocess.run([sys.executable, "-m", "iez.cli", "demo", *args], capture_output=True, text=True,
