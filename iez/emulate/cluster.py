@@ -60,6 +60,7 @@ from agents.procfs import read_tree
 from iez.layout.read import LayoutReader
 from iez.layout.usage import usage
 from iez.model import OST_STATES, ClusterState, check_pool_name
+from iez.emulate.bandwidth import MiB
 from iez.sim.description import load_cluster, to_json
 
 #: The MDS node's tree under the root.
@@ -114,7 +115,6 @@ def ensure_keys(root: str | Path, oss_ids=()) -> EmulationKeys:
             os.replace(tmp, public)
     return keys
 MDT = "MDT0000"
-MiB = 1024 * 1024
 #: Lustre's default precreate limit (OST_MAX_PRECREATE): max_create_count when creation is allowed.
 MAX_CREATE_COUNT = 20000
 DEFAULT_QOS = {"prio_free_pct": 90, "threshold_rr_pct": 17, "maxage_s": 5}
@@ -380,7 +380,6 @@ class Emulator:
         self.background = dict.fromkeys(indices, 0.0)  # bytes of background load not yet counted
         self.last_time: float | None = None
         self.last_per: dict[int, int] | None = None  # per-OST bytes of the last walk
-        self.last_time_written: float | None = None
         self.unplaced_bytes = 0
         self._tbf_errors: set[str] = set()
 
@@ -403,7 +402,7 @@ class Emulator:
         try:
             table = Table(self.layout.root)
         except ValueError:
-            return {}  # a cluster made before bandwidth tables: only file growth counts
+            return {}  # a cluster made before bandwidth tables: only its background load is traffic
         try:
             out = {}
             for ost in self.layout.osts:
@@ -430,7 +429,8 @@ class Emulator:
         self.last_per = per
         table = self._table_counters()
         now = time.time()
-        elapsed = 0.0 if self.last_time is None else max(0.0, now - self.last_time)
+        first = self.last_time is None  # every file is written the first time
+        elapsed = 0.0 if first else max(0.0, now - self.last_time)
         self.last_time = now
         loads = self._loads() if elapsed else {}
         for ost in self.layout.osts:
@@ -452,16 +452,15 @@ class Emulator:
                 self.written[i] += write_add
                 self.samples[i] += 1
             d = self.layout.ost_dir(i)
-            if walk or self.last_time_written is None:
+            if walk or first:
                 used_kb = ost.base_used_kb + -(-per[i] // 1024)
                 avail = max(0, ost.kbytes_total - used_kb)
                 d.mkdir(parents=True, exist_ok=True)
                 _write(d / "kbytestotal", f"{ost.kbytes_total}\n")
                 _write(d / "kbytesfree", f"{avail}\n")
                 _write(d / "kbytesavail", f"{avail}\n")
-            if walk or self.last_time_written is None or read_add > 0 or write_add > 0:
+            if walk or first or read_add > 0 or write_add > 0:
                 _write(d / "stats", self._stats(i, now))  # an idle OST's counters stand as they are
-        self.last_time_written = now
         self.last_table = table
         if walk:
             self.apply_tbf()
