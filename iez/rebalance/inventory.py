@@ -40,6 +40,23 @@ class Inventory:
     source: dict = field(default_factory=dict)
 
 
+def entry(path: str, size: int, ino: int, mtime_ns: int, nlink: int, layout, known: set[int]
+          ) -> tuple[File | None, list[tuple[int, int]]]:
+    """One file as the planner sees it (``None``: it cannot move) and its bytes per OST, from its layout.
+
+    The one place that decides what can move: a tree walk and the file inventory both call it.
+    """
+    if getattr(layout, "mirrors", ()):  # a mirrored (FLR) layout: its copies are the resync's business
+        return None, list(ost_bytes(layout, size))
+    if layout.components:
+        layout = as_stored(layout.components)  # one RAID-0 component over the file (a pool) is plain
+    pairs = list(ost_bytes(layout, size))
+    if layout.composite or nlink > 1 or not set(layout.osts) <= known:
+        return None, pairs
+    return File(path, size, layout.stripe_size, layout.osts, tuple(n for _, n in pairs), layout.pool, ino,
+                mtime_ns), pairs
+
+
 def walk(roots: list[str], known: set[int]) -> tuple[list[File], dict[int, int], int, list[str]]:
     """The movable files below ``roots``, every file's bytes per OST, the files that cannot move, problems."""
     reader = LayoutReader()
@@ -65,21 +82,14 @@ def walk(roots: list[str], known: set[int]) -> tuple[list[File], dict[int, int],
                 fixed += 1
                 continue
             layout, _ = found
-            if getattr(layout, "mirrors", ()):  # a mirrored (FLR) layout: its copies are the resync's business
-                for ost, nbytes in ost_bytes(layout, st.st_size):
-                    per_ost[ost] = per_ost.get(ost, 0) + nbytes
-                fixed += 1
-                continue
-            if layout.components:
-                layout = as_stored(layout.components)  # one RAID-0 component over the file (a pool) is plain
-            pairs = ost_bytes(layout, st.st_size)
+            file, pairs = entry(os.path.abspath(path), st.st_size, st.st_ino, st.st_mtime_ns, st.st_nlink, layout,
+                                known)
             for ost, nbytes in pairs:
                 per_ost[ost] = per_ost.get(ost, 0) + nbytes
-            if layout.composite or st.st_nlink > 1 or not set(layout.osts) <= known:
+            if file is None:
                 fixed += 1
-                continue
-            files.append(File(os.path.abspath(path), st.st_size, layout.stripe_size, layout.osts,
-                              tuple(n for _, n in pairs), layout.pool, st.st_ino, st.st_mtime_ns))
+            else:
+                files.append(file)
     return files, per_ost, fixed, problems
 
 
