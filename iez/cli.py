@@ -40,6 +40,9 @@ COMMAND_MODULES = (
     "iez.commands.stage",
     "iez.commands.rebalance",
     "iez.commands.mirror",
+    "iez.commands.inventory",
+    "iez.commands.drain",
+    "iez.commands.balance",
 )
 
 
