@@ -18,14 +18,29 @@ removed and the file is *skipped* (:class:`Skipped` says why): nothing is ever
 lost, at worst a file stays where it was. A reader holding the old file keeps
 reading the old inode, as after any rename. The inode number changes.
 
+Any layout moves. The copy carries the whole new layout (its attribute): a
+composite (PFL) one with its Data-on-MDT and uninstantiated components as they
+were, an overstriped one with its repeated OSTs. A mirrored (FLR) file is read
+from an in-sync copy (never from a stale one) and its data written once per
+mirror whose OSTs change, through a descriptor pinned to that mirror (so the
+emulated bandwidth charges the new OSTs of each copy); such a mirror comes out
+in sync (the move is its resync), and a stale mirror that does not move stays
+stale, for ``iez mirror resync``.
+
 On Lustre (:func:`migrate_lustre`) the step is ``lfs migrate --non-block -c
-COUNT -S STRIPE_SIZE -o OSTS [-p POOL] FILE``: Lustre copies into a volatile
+COUNT -S STRIPE_SIZE -o OSTS [-p POOL] FILE`` (a composite layout: ``-E END``
+then the component's options, ``-L mdt`` for Data-on-MDT, no ``-o`` for an
+uninstantiated component, ``-C`` for overstriping): Lustre copies into a volatile
 file with the new layout and swaps the layouts under a lease, keeping the
 inode, and in non-blocking mode gives up if any client opens the file during
 the copy; a refusal leaves the file as it was and is a skip. The same checks
 as above run first (the version the plan saw, local writers), and a file that
 already has the target layout (a migration whose end the journal did not
-see) is not moved again.
+see) is not moved again. A mirrored file keeps its inode another way: for each
+mirror whose OSTs change, ``lfs mirror extend -N <that mirror's options> FILE``
+adds the new copy (Lustre fills it from an in-sync mirror), then ``lfs mirror
+split -d --mirror-id ID FILE`` destroys the old one; each step is skipped when
+its effect is already there (a rerun after a kill).
 """
 
 from __future__ import annotations
@@ -41,6 +56,7 @@ from iez.layout import emulated, lustre
 from iez.layout.model import Layout
 from iez.move import temps
 from iez.move.attributes import Attributes, data_extents, open_source
+from iez.move.files import pin_mirror
 
 #: What the temporaries' names held before (``.NAME.iez-rebalance.tmp``); now ``.NAME.iez-rebalance.WRITER``.
 TMP_SUFFIX = ".iez-rebalance.tmp"
@@ -115,8 +131,41 @@ def _check(path: str, expect: Identity | None, when: str) -> os.stat_result:
     return st
 
 
+def lfs_component_args(components) -> list[str]:
+    """``lfs setstripe``-style options of a placed layout's components, each spelt out (``lfs`` carries a
+    component's options over to the next): ``-E END`` per component of a composite layout, ``-L mdt`` for
+    Data-on-MDT, ``-c``/``-C`` (overstriping) COUNT, ``-S`` SIZE, ``-o`` OSTS where the component is placed
+    (none where Lustre has not instantiated it), ``-p POOL`` (``-p ""`` after a pooled component)."""
+    from iez.model import EOF_END
+
+    comps = list(components)
+    composite = not (len(comps) == 1 and comps[0].start == 0 and comps[0].end == EOF_END and not comps[0].dom)
+    args: list[str] = []
+    pooled = False
+    for c in comps:
+        if composite:
+            args += ["-E", "-1" if c.end == EOF_END else str(c.end)]
+        if c.dom:
+            args += ["-L", "mdt"]
+            continue
+        args += ["-C" if c.overstriping else "-c", str(c.stripe_count)]
+        if c.stripe_size:
+            args += ["-S", str(c.stripe_size)]
+        if c.osts:
+            args += ["-o", ",".join(map(str, c.osts))]
+        if c.pool:
+            args += ["-p", c.pool]
+            pooled = True
+        elif pooled:
+            args += ["-p", ""]
+    return args
+
+
 def lfs_migrate_argv(path: str, layout: Layout, lfs: str = "lfs") -> list[str]:
-    """The ``lfs migrate`` command that gives ``path`` the plain ``layout``, refusing if the file is in use."""
+    """The ``lfs migrate`` command that gives ``path`` the (plain or composite) ``layout``, refusing if the file
+    is in use."""
+    if layout.components:
+        return [lfs, "migrate", "--non-block", *lfs_component_args(layout.components), path]
     argv = [lfs, "migrate", "--non-block", "-c", str(layout.stripe_count), "-S", str(layout.stripe_size),
             "-o", ",".join(map(str, layout.osts))]
     if layout.pool:
@@ -124,13 +173,78 @@ def lfs_migrate_argv(path: str, layout: Layout, lfs: str = "lfs") -> list[str]:
     return argv + [path]
 
 
+def lfs_mirror_argv(path: str, mirror, mirror_id: int, lfs: str = "lfs") -> list[list[str]]:
+    """The two commands that move one mirror of ``path`` to the components ``mirror`` (placed): a new copy
+    there, then the old one (Lustre's ``mirror_id``) destroyed."""
+    return [[lfs, "mirror", "extend", "-N", *lfs_component_args(mirror), path],
+            [lfs, "mirror", "split", "-d", "--mirror-id", str(mirror_id), path]]
+
+
+def _osts_of(components) -> list[tuple[int, ...]]:
+    return [tuple(c.osts) for c in components]
+
+
+def _same(now: Layout | None, layout: Layout) -> bool:
+    """Whether the layout Lustre holds is ``layout`` as far as a move is concerned (extents, sizes, OSTs)."""
+    if now is None:
+        return False
+    if not layout.components and not now.components:
+        return tuple(now.osts) == tuple(layout.osts) and now.stripe_size == layout.stripe_size
+    key = lambda comps: [(c.start, c.end, c.stripe_size, tuple(c.osts), c.dom) for c in comps]  # noqa: E731
+    return [key(m) for m in now.copies()] == [key(m) for m in layout.copies()]
+
+
 def _has_layout(path: str, layout: Layout) -> bool:
     try:
         now = lustre.get_stripe(path)
     except (OSError, ValueError):
         return False
-    return now is not None and not now.components and tuple(now.osts) == tuple(layout.osts) \
-        and now.stripe_size == layout.stripe_size
+    return _same(now, layout)
+
+
+def mirror_ids(path: str) -> list[int]:
+    """Lustre's mirror ID of each mirror of ``path``, in layout order (bits 16..30 of each component's id)."""
+    import struct
+
+    raw = os.getxattr(path, lustre.XATTR_LUSTRE_LOV)
+    if struct.unpack_from("<I", raw, 0)[0] != lustre.LOV_USER_MAGIC_COMP_V1:
+        return []
+    count = lustre.COMP_HEADER.unpack_from(raw, 0)[4]
+    ids: list[int] = []
+    for i in range(count):
+        cid = lustre.COMP_ENTRY.unpack_from(raw, lustre.COMP_HEADER.size + i * lustre.COMP_ENTRY.size)[0]
+        mid = (cid & lustre.MIRROR_ID_MASK) >> 16
+        if not ids or ids[-1] != mid:
+            ids.append(mid)
+    return ids
+
+
+def _run_lfs(path: str, argv: list[str]) -> None:
+    done = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    if done.returncode != 0:
+        said = (done.stderr or done.stdout).strip().splitlines()
+        raise Skipped(f"{path}: lfs {' '.join(argv[1:3])} left it where it was (exit {done.returncode}"
+                      f"{': ' + said[-1][-300:] if said else ''})")
+
+
+def _migrate_mirrors(path: str, layout: Layout, lfs: str) -> None:
+    """Each mirror whose OSTs differ from ``layout``'s: extend with the new copy, split the old one off."""
+    now = lustre.get_stripe(path)
+    if now is None or len(now.copies()) < 1:
+        raise Skipped(f"{path}: no Lustre layout to move")
+    ids = mirror_ids(path)
+    have = [_osts_of(m) for m in now.copies()]
+    targets = [_osts_of(m) for m in layout.copies()]
+    if len(ids) != len(have):
+        raise Skipped(f"{path}: its Lustre layout lists {len(have)} mirrors but {len(ids)} mirror IDs")
+    for k, mirror in enumerate(layout.mirrors):
+        if targets[k] in have:
+            continue  # this copy is already where the plan puts it
+        old = have[k] if k < len(have) else None
+        if old is None or old in targets:
+            raise Skipped(f"{path}: its mirrors changed since the plan")
+        for argv in lfs_mirror_argv(path, mirror, ids[k], lfs):
+            _run_lfs(path, argv)
 
 
 def migrate_lustre(path: str, layout: Layout, expect: Identity | None = None, lfs: str | None = None) -> int:
@@ -141,18 +255,41 @@ def migrate_lustre(path: str, layout: Layout, expect: Identity | None = None, lf
     lfs = lfs or shutil.which("lfs")
     if lfs is None:
         raise OSError(f"{path} is on Lustre but there is no lfs command on PATH to migrate it")
-    done = subprocess.run(lfs_migrate_argv(path, layout, lfs), capture_output=True, text=True,
-                          stdin=subprocess.DEVNULL)
-    if done.returncode != 0:
-        said = (done.stderr or done.stdout).strip().splitlines()
-        raise Skipped(f"{path}: lfs migrate left it where it was (exit {done.returncode}"
-                      f"{': ' + said[-1][-300:] if said else ''})")
+    if layout.mirrors:
+        _migrate_mirrors(path, layout, lfs)
+        return os.lstat(path).st_ino
+    _run_lfs(path, lfs_migrate_argv(path, layout, lfs))
     return os.lstat(path).st_ino
+
+
+def _mirror_passes(path: str, layout: Layout) -> tuple[Layout, list[int | None], int | None]:
+    """For a mirrored target: the layout to write (a mirror that moves is written, so not stale), the mirrors
+    whose OSTs change (each written once, pinned) and the in-sync copy of the file now to read from; for any
+    other layout ``(layout, [None], None)``: one unpinned pass."""
+    if not layout.mirrors:
+        return layout, [None], None
+    from iez.move.chunks import in_sync_copies
+
+    try:
+        now = emulated.read_xattr(path)
+    except (OSError, ValueError):
+        now = None
+    if now is not None and len(now.mirrors) == len(layout.mirrors):
+        changed = [k for k in range(len(layout.mirrors))
+                   if _osts_of(now.mirrors[k]) != _osts_of(layout.mirrors[k])]
+    else:
+        changed = list(range(len(layout.mirrors)))
+    source = (in_sync_copies(now) or [None])[0] if now is not None else None
+    stale = [k for k in layout.stale if k not in changed]
+    if len(stale) == len(layout.mirrors):
+        stale = []
+    written = Layout.from_mirrors(layout.mirrors, layout.preferred, stale)
+    return written, changed or [0], source
 
 
 def migrate(path: str, layout: Layout, expect: Identity | None = None,
             copied: Callable[[int], None] | None = None, on_lustre: bool | None = None) -> int:
-    """Give ``path`` the plain ``layout`` (see the module text); the new inode number.
+    """Give ``path`` the ``layout`` (plain, composite or mirrored: see the module text); the new inode number.
 
     ``expect`` is the version the plan saw (None: whatever is there now);
     ``copied(inode)`` is called once the copy is durable and before the rename
@@ -168,6 +305,7 @@ def migrate(path: str, layout: Layout, expect: Identity | None = None,
         return migrate_lustre(path, layout, expect)
     attr = emulated.xattr_name()
     before = _check(path, expect, "since the plan")
+    layout, passes, source = _mirror_passes(path, layout)
     tmp = tmp_path(path)
     try:
         os.unlink(tmp)  # this process's own, from an attempt that failed
@@ -183,18 +321,26 @@ def migrate(path: str, layout: Layout, expect: Identity | None = None,
         src = open_source(path)
         try:
             attrs = Attributes.of_stat(before).with_xattrs(src, attr)
+            if source is not None:
+                pin_mirror(src, source)  # an in-sync copy: a stale one is never read
             dst = os.open(tmp, os.O_WRONLY | os.O_CLOEXEC)
             try:
                 chunk = layout.stripe_size or COPY_CHUNK
-                for start, length in data_extents(src, 0, before.st_size):
-                    for offset in range(start, start + length, chunk):
-                        data = os.pread(src, min(chunk, start + length - offset), offset)
-                        if not data:
-                            break  # shrank: the check below sees it
-                        view, at = memoryview(data), offset
-                        while view:
-                            wrote = os.pwrite(dst, view, at)
-                            view, at = view[wrote:], at + wrote
+                extents = data_extents(src, 0, before.st_size)
+                for mirror in passes:
+                    if mirror is not None:
+                        os.close(dst)
+                        dst = os.open(tmp, os.O_WRONLY | os.O_CLOEXEC)
+                        pin_mirror(dst, mirror)  # this copy's new OSTs take the bytes
+                    for start, length in extents:
+                        for offset in range(start, start + length, chunk):
+                            data = os.pread(src, min(chunk, start + length - offset), offset)
+                            if not data:
+                                break  # shrank: the check below sees it
+                            view, at = memoryview(data), offset
+                            while view:
+                                wrote = os.pwrite(dst, view, at)
+                                view, at = view[wrote:], at + wrote
                 os.ftruncate(dst, before.st_size)
                 attrs.apply(dst)  # after the last write: a write clears setuid/setgid and security.capability
                 os.fsync(dst)

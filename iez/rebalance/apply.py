@@ -6,7 +6,9 @@ happened before the kill (recorded ``done``); otherwise (``start``, or
 ``copied`` without the rename) the move runs again from the original, which
 the plan's identity still guards. Before the first move, the temporaries that
 killed movers left in the directories of the plan's files are removed (those
-whose process is gone: :mod:`iez.move.temps`), and the report counts them. A move runs
+whose process is gone: :mod:`iez.move.temps`), and the report counts them. A move's layout is its
+``layout`` (composite and mirrored files: the whole new layout) or else its plain ``stripe_size``/``to``/``pool``
+(plans written before layouts were carried load as they did). A move runs
 through :func:`iez.move.migrate.migrate`: skipped when the file is open for
 writing, changed since the plan or during the copy, or gone.
 """
@@ -20,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from iez.layout import emulated
 from iez.layout.model import Layout
 from iez.move import temps
 from iez.move.migrate import Identity, Skipped, migrate
@@ -58,7 +61,17 @@ def load_plan(path: str) -> tuple[dict, str]:
     except (ValueError, KeyError, TypeError) as err:
         raise ValueError(f"{path}: not a rebalance plan (expected the JSON of iez rebalance plan --json; {err})"
                          ) from None
+    for m in moves:
+        move_layout(m, path)  # a layout iez cannot read is said now, before any file moves
     return plan, hashlib.sha256(raw).hexdigest()
+
+
+def move_layout(m: dict, where: str = "plan") -> Layout:
+    """The layout a move gives its file: ``layout`` (the whole new layout, emulated attribute text: composite
+    and mirrored files) when the move has one, else the plain ``stripe_size``/``to``/``pool``."""
+    if m.get("layout"):
+        return emulated.parse_attr(m["layout"], f"{where}: move of {m['file']}")
+    return Layout(m["stripe_size"], tuple(m["to"]), m.get("pool"))
 
 
 def _recover(journal: Journal, file: str) -> bool:
@@ -94,7 +107,7 @@ def apply(plan_path: str, journal_path: str | None = None, log: Callable[[str], 
                 report.moved += 1
                 report.bytes_moved += m["bytes"]
                 continue
-            layout = Layout(m["stripe_size"], tuple(m["to"]), m.get("pool"))
+            layout = move_layout(m, plan_path)
             expect = Identity(m["ino"], m["bytes"], m["mtime_ns"]) if m.get("ino") else None
             journal.record(file, START, to=m["to"])
             try:

@@ -9,10 +9,12 @@ fill as the emulator counts them. Or the interaction DB's live view (``--db``,
 what ``iez status`` prints) for sizes, fills, states and pools, and the files
 below ``--root DIR``.
 
-Only files with a plain layout (no mirrors), one link and wholly on known OSTs can move;
-the others (composite layouts, hard links, no layout) stay where they are and
-are counted as ``files_fixed``. The rebalancer's own temporary files are left
-out.
+Every layout kind can move (:func:`entry`): plain, composite (PFL: only the
+objects of placed components; Data-on-MDT and uninstantiated components carry
+none and stay as they are), overstriped and mirrored (FLR). A file with more
+than one link, or with objects on OSTs the source does not know, stays where
+it is (:func:`why_fixed` says why) and is counted as ``files_fixed``, as are
+files without a layout. The rebalancer's own temporary files are left out.
 """
 
 from __future__ import annotations
@@ -38,23 +40,59 @@ class Inventory:
     files_fixed: int = 0
     problems: list[str] = field(default_factory=list)
     source: dict = field(default_factory=dict)
+    #: Each OST's failure domain (its OSS's ``domain``, else the OSS): the mirrors of a file keep apart.
+    domains: dict[int, str] = field(default_factory=dict)
+
+
+def why_fixed(nlink: int, layout, known: set[int]) -> str | None:
+    """Why a file with ``layout`` cannot move (None: it can).
+
+    A file with several links is left (in emulation a move is a copy renamed over one name, which would split
+    the others off; on Lustre ``lfs migrate`` keeps the inode, but the same rule holds so a plan means the same
+    everywhere); so is one with objects on OSTs the source does not know.
+    """
+    if nlink > 1:
+        return f"hard links ({nlink} names): a move would give only one name the new copy"
+    osts = {o for mirror in layout.copies() for c in mirror for o in c.osts}
+    unknown = sorted(osts - known)
+    if unknown:
+        return f"objects on OST{'s' if len(unknown) > 1 else ''} {', '.join(map(str, unknown))}, unknown here"
+    return None
 
 
 def entry(path: str, size: int, ino: int, mtime_ns: int, nlink: int, layout, known: set[int]
           ) -> tuple[File | None, list[tuple[int, int]]]:
     """One file as the planner sees it (``None``: it cannot move) and its bytes per OST, from its layout.
 
-    The one place that decides what can move: a tree walk and the file inventory both call it.
+    The one place that decides what can move: a tree walk and the file inventory both call it. A plain
+    layout is a plain :class:`File`; a composite, overstriped or mirrored one lists the objects of every
+    placed component (mirror by mirror, component by component, as :func:`iez.layout.usage.ost_bytes`) with
+    their component, mirror and pool, and carries the whole layout (Data-on-MDT and uninstantiated
+    components included), which a move keeps but for the objects' OSTs.
     """
-    if getattr(layout, "mirrors", ()):  # a mirrored (FLR) layout: its copies are the resync's business
-        return None, list(ost_bytes(layout, size))
-    if layout.components:
+    if layout.components and not getattr(layout, "mirrors", ()):
         layout = as_stored(layout.components)  # one RAID-0 component over the file (a pool) is plain
     pairs = list(ost_bytes(layout, size))
-    if layout.composite or nlink > 1 or not set(layout.osts) <= known:
+    if why_fixed(nlink, layout, known) or not pairs:
         return None, pairs
-    return File(path, size, layout.stripe_size, layout.osts, tuple(n for _, n in pairs), layout.pool, ino,
-                mtime_ns), pairs
+    objects = tuple(n for _, n in pairs)
+    if not layout.components and not layout.mirrors:
+        return File(path, size, layout.stripe_size, layout.osts, objects, layout.pool, ino, mtime_ns), pairs
+    groups, mirrors, pools, over = [], [], [], set()
+    group = 0
+    for m, copy in enumerate(layout.copies()):
+        for c in copy:
+            if not c.osts:
+                continue
+            if c.overstriping:
+                over.add(group)
+            groups += [group] * len(c.osts)
+            mirrors += [m] * len(c.osts)
+            pools += [c.pool] * len(c.osts)
+            group += 1
+    return File(path, size, layout.stripe_size, tuple(o for o, _ in pairs), objects, layout.pool, ino, mtime_ns,
+                tuple(groups), frozenset(over), tuple(mirrors) if layout.mirrors else (), tuple(pools),
+                layout), pairs
 
 
 def walk(roots: list[str], known: set[int]) -> tuple[list[File], dict[int, int], int, list[str]]:
@@ -109,8 +147,16 @@ def from_cluster(where: str, roots: list[str] | None = None) -> Inventory:
     osts = [Ost(o.index, o.kbytes_total * 1024, o.base_used_kb * 1024 + per_ost.get(o.index, 0),
                 states.get(o.index, o.state), tuple(sorted(o.pools)))
             for o in layout.osts]
-    return Inventory(osts, files, {k: sorted(v) for k, v in layout.pools.items()}, layout.fill_cap, fixed,
-                     problems, {"cluster": str(root), "data": list(roots)})
+    inv = Inventory(osts, files, {k: sorted(v) for k, v in layout.pools.items()}, layout.fill_cap, fixed,
+                    problems, {"cluster": str(root), "data": list(roots)})
+    inv.domains = cluster_domains(layout)
+    return inv
+
+
+def cluster_domains(layout) -> dict[int, str]:
+    """Each OST's failure domain in an emulated cluster: its OSS's ``domain``, else the OSS's id."""
+    domain = {oss["id"]: oss.get("domain") or oss["id"] for oss in layout.osses}
+    return {o.index: domain.get(o.oss, o.oss) for o in layout.osts}
 
 
 def from_db(settings, roots: list[str]) -> Inventory:
@@ -135,4 +181,6 @@ def from_db(settings, roots: list[str]) -> Inventory:
         for name in o.pools:
             pools.setdefault(name, []).append(o.index)
     files, _, fixed, problems = walk(roots, {o.index for o in osts})
-    return Inventory(osts, files, pools, DEFAULT_FILL_CAP, fixed, problems, {"db": str(settings.db), "data": roots})
+    inv = Inventory(osts, files, pools, DEFAULT_FILL_CAP, fixed, problems, {"db": str(settings.db), "data": roots})
+    inv.domains = {o["index"]: o.get("oss") or str(o["index"]) for o in view["osts"]}
+    return inv

@@ -63,9 +63,32 @@ class Ost:
         return self.state == "active"
 
 
+class _Forbidden:
+    """The OSTs one stripe object may not take: ``osts``, and every OST whose failure domain is in ``domains``."""
+
+    __slots__ = ("osts", "domains", "dom")
+
+    def __init__(self, osts: set[int], domains: set = frozenset(), dom: dict | None = None):
+        self.osts, self.domains, self.dom = osts, domains, dom or {}
+
+    def __contains__(self, j: int) -> bool:
+        return j in self.osts or (bool(self.domains) and self.dom.get(j, j) in self.domains)
+
+    def __or__(self, more) -> "_Forbidden":
+        return _Forbidden(self.osts | set(more), self.domains, self.dom)
+
+
 @dataclass(frozen=True)
 class File:
-    """A file with a plain layout: stripe ``i`` (``objects[i]`` bytes) is on ``osts[i]``.
+    """A file as a set of stripe objects: object ``i`` (``objects[i]`` bytes) is on ``osts[i]``.
+
+    A plain layout is the default: one component, its OSTs distinct. A composite (PFL) or mirrored (FLR)
+    layout lists the objects of every placed component, mirror by mirror and component by component, with
+    ``groups`` (each object's component: objects of one component stay on distinct OSTs unless the
+    component is in ``overstriped``, which keeps its stripe count and may repeat OSTs), ``mirrors`` (each
+    object's mirror: the OSTs of different mirrors stay in distinct failure domains), ``pools`` (each
+    object's component's pool: it moves only within that pool's OSTs) and ``layout`` (the whole layout, Data-on-MDT
+    and uninstantiated components included, which carry no objects and never change: :meth:`relayout`).
 
     ``ino``, ``mtime_ns`` and ``size`` identify the version the plan saw, so
     apply can tell a file that changed since.
@@ -79,6 +102,86 @@ class File:
     pool: str | None = None
     ino: int = 0
     mtime_ns: int = 0
+    groups: tuple[int, ...] = ()
+    overstriped: frozenset = frozenset()
+    mirrors: tuple[int, ...] = ()
+    pools: tuple = ()
+    layout: object = field(default=None, compare=False, repr=False)
+
+    @property
+    def plain(self) -> bool:
+        """One RAID-0 component over the whole file (what the planner always knew)."""
+        return not self.groups and not self.mirrors
+
+    def object_pools(self) -> tuple:
+        return self.pools or (self.pool,) * len(self.osts)
+
+    def forbidden(self, s: int, where, dom: dict | None = None):
+        """The OSTs object ``s`` may not move to while the file's objects are on ``where`` (its own OST
+        included): the OSTs of its component's other objects (none when overstriped) and, for a mirror,
+        every OST in a failure domain (``dom``: OST to domain; the OST itself without one) another mirror uses."""
+        if self.plain:
+            return set(where)
+        g = self.groups[s] if self.groups else 0
+        if g in self.overstriped:
+            osts = {where[s]}
+        else:
+            osts = {where[t] for t in range(len(where)) if (self.groups[t] if self.groups else 0) == g}
+        if not self.mirrors:
+            return osts
+        dom = dom or {}
+        m = self.mirrors[s]
+        domains = {dom.get(where[t], where[t]) for t in range(len(where)) if self.mirrors[t] != m}
+        return _Forbidden(osts, domains, dom)
+
+    def valid(self, where, dom: dict | None = None) -> bool:
+        """Whether the objects may lie on ``where``: distinct within each component not overstriped, and each
+        mirror in failure domains no other mirror uses."""
+        if self.plain:
+            return len(set(where)) == len(where)
+        by_group: dict[int, list[int]] = {}
+        for t, j in enumerate(where):
+            by_group.setdefault(self.groups[t] if self.groups else 0, []).append(j)
+        for g, js in by_group.items():
+            if g not in self.overstriped and len(set(js)) != len(js):
+                return False
+        if self.mirrors:
+            dom = dom or {}
+            owner: dict = {}
+            for t, j in enumerate(where):
+                d = dom.get(j, j)
+                if owner.setdefault(d, self.mirrors[t]) != self.mirrors[t]:
+                    return False
+        return True
+
+    def relayout(self, to):
+        """The whole layout with the objects on ``to`` (``layout`` with each placed component's OSTs replaced,
+        in the order of ``osts``); a mirror whose OSTs change is written anew, so it is no longer stale."""
+        from dataclasses import replace as _replace
+
+        from iez.layout.model import Layout
+
+        if self.layout is None:
+            return Layout(self.stripe_size, tuple(to), self.pool)
+        layout = self.layout
+        it = iter(to)
+        copies = []
+        changed = set()
+        for k, mirror in enumerate(layout.copies()):
+            comps = []
+            for c in mirror:
+                if c.osts:
+                    new = tuple(next(it) for _ in c.osts)
+                    if new != c.osts:
+                        changed.add(k)
+                    c = _replace(c, osts=new)
+                comps.append(c)
+            copies.append(tuple(comps))
+        if layout.mirrors:
+            return Layout.from_mirrors(copies, layout.preferred, [k for k in layout.stale if k not in changed])
+        if not layout.components:
+            return Layout(layout.stripe_size, tuple(to), layout.pool)
+        return Layout.from_components(copies[0])
 
 
 @dataclass(frozen=True)
@@ -91,9 +194,17 @@ class Move:
         return self.file.size
 
     def to_json(self) -> dict:
+        """``file``, ``from``/``to`` (every object's OST, in the order of :attr:`File.osts`), ``bytes`` (the
+        file's size), ``stripe_size``, ``pool``, the version seen (``ino``, ``mtime_ns``) and, for a composite or
+        mirrored layout, ``layout``: the whole new layout in the emulated attribute's text."""
         f = self.file
-        return {"file": f.path, "from": list(f.osts), "to": list(self.to), "bytes": f.size,
-                "stripe_size": f.stripe_size, "pool": f.pool, "ino": f.ino, "mtime_ns": f.mtime_ns}
+        out = {"file": f.path, "from": list(f.osts), "to": list(self.to), "bytes": f.size,
+               "stripe_size": f.stripe_size, "pool": f.pool, "ino": f.ino, "mtime_ns": f.mtime_ns}
+        if not f.plain:
+            from iez.layout.emulated import format_attr
+
+            out["layout"] = format_attr(f.relayout(self.to))
+        return out
 
 
 @dataclass
@@ -158,8 +269,9 @@ class _Band:
 
     def __init__(self, capacity: dict[int, int], load: dict[int, float], files: list[File],
                  by_ost: dict[int, list[tuple[int, int]]], low: float, target: float, fill_cap: float,
-                 frozen: set[int] = frozenset(), exact_first: bool = True, asc=None):
+                 frozen: set[int] = frozenset(), exact_first: bool = True, asc=None, dom: dict | None = None):
         self.capacity, self.files, self.by_ost = capacity, files, by_ost
+        self.dom = dom or {}  # OST -> failure domain, for mirrored files
         self.load = dict(load)
         self.low = {j: low * c for j, c in capacity.items()}
         self.high = {j: (low + target) * c for j, c in capacity.items()}
@@ -229,12 +341,33 @@ class _Band:
             return None
         return [chosen[s] for s in range(len(nbytes))]
 
+    def _general(self, f: File, where: list[int], relocate: list[int], exact: bool) -> list[int] | None:
+        """New OSTs for objects ``relocate`` of a composite or mirrored file, one at a time (largest first),
+        each within its component's and its mirror's constraints (:meth:`File.forbidden`)."""
+        trial, chosen = list(where), set()
+        for s in sorted(relocate, key=lambda s: -f.objects[s]):
+            forbid = f.forbidden(s, trial, self.dom) | ({where[s]} | chosen)
+            got = self._destinations([f.objects[s]], forbid, exact)
+            if got is None:
+                return None
+            trial[s] = got[0]
+            chosen.add(got[0])
+        return [trial[s] for s in relocate]
+
+    def _blocked(self, i: int, s: int, k: int) -> bool:
+        """Whether object ``s`` of file ``i`` may not go to OST ``k``."""
+        f, where = self.files[i], self.where[i]
+        return k in where if f.plain else k in f.forbidden(s, where, self.dom)
+
     def move(self, i: int, relocate: list[int], exact: bool = False) -> bool:
         """Give stripes ``relocate`` of file ``i`` new OSTs; False (nothing changed) when none have room."""
         f = self.files[i]
         where = self.where[i]
-        keep = {where[s] for s in range(len(where)) if s not in relocate}
-        dests = self._destinations([f.objects[s] for s in relocate], keep | {where[s] for s in relocate}, exact)
+        if f.plain:
+            keep = {where[s] for s in range(len(where)) if s not in relocate}
+            dests = self._destinations([f.objects[s] for s in relocate], keep | {where[s] for s in relocate}, exact)
+        else:
+            dests = self._general(f, where, relocate, exact)
         if dests is None:
             return False
         for s, j in zip(relocate, dests):
@@ -253,7 +386,7 @@ class _Band:
             j, b = where[s], f.objects[s]
             if b <= 0 or self.load[j] - b < self.low[j] - 1e-6 or j not in self.capacity:
                 continue
-            k = self._best_fit(b, set(where))
+            k = self._best_fit(b, set(where) if f.plain else f.forbidden(s, where, self.dom) | {j})
             if k is not None:
                 self._set(j, self.load[j] - b)
                 self._set(k, self.load[k] + b)
@@ -291,7 +424,9 @@ class _Band:
 
             def fits(j: int, b: int, i: int) -> bool:
                 return not (i in self.moved or self.load[j] - b < self.low[j] - 1e-6
-                            or self.load[k] + b > self.top[k] + 1e-6 or k in self.where[i])
+                            or self.load[k] + b > self.top[k] + 1e-6
+                            or (k in self.where[i] if self.files[i].plain
+                                else j not in self.where[i] or self._blocked(i, self.where[i].index(j), k)))
 
             # the largest stripes that still fit the shortfall, from the fullest donors; single-stripe files
             # first (a file is rewritten whole, so one stripe of a wider file costs more than it brings)
@@ -395,7 +530,7 @@ def _prune(capacity, load, files, moves, target) -> dict[int, tuple[int, ...]]:
 
 
 def _search(capacity, load, files, by_ost, target, fill_cap, frozen=frozenset(), offsets=BAND_OFFSETS,
-            modes=(True, False)) -> tuple[float, int, dict[int, tuple[int, ...]]]:
+            modes=(True, False), dom=None) -> tuple[float, int, dict[int, tuple[int, ...]]]:
     """The greedy over the bands around the balance point: ``(spread, bytes, moves)`` of the cheapest plan that
     reaches ``target``, else of the one that comes closest."""
     low, _ = balance_point(load, capacity, target)
@@ -404,7 +539,7 @@ def _search(capacity, load, files, by_ost, target, fill_cap, frozen=frozenset(),
     for offset in offsets:
         for exact_first in modes:
             band = _Band(capacity, load, files, by_ost, low + offset * target, target, fill_cap, frozen, exact_first,
-                         asc)
+                         asc, dom)
             band.shed()
             band.raise_low()
             moves = band.moves()
@@ -414,7 +549,8 @@ def _search(capacity, load, files, by_ost, target, fill_cap, frozen=frozenset(),
     return best
 
 
-def _improve(capacity, load, files, by_ost, moves, target, fill_cap, deadline) -> dict[int, tuple[int, ...]]:
+def _improve(capacity, load, files, by_ost, moves, target, fill_cap, deadline, dom=None
+             ) -> dict[int, tuple[int, ...]]:
     """Local search until ``deadline``: undo one move (largest first), forbid its file, and let the greedy
     repair from there; keep the result when it moves fewer bytes."""
     cost = sum(files[i].size for i in moves)
@@ -430,7 +566,7 @@ def _improve(capacity, load, files, by_ost, moves, target, fill_cap, deadline) -
             if spread(state, capacity) <= target + 1e-9:
                 moves, cost, improved = rest, rest_cost, True
                 break
-            after, extra, added = _search(capacity, state, files, by_ost, target, fill_cap, set(rest) | {a})
+            after, extra, added = _search(capacity, state, files, by_ost, target, fill_cap, set(rest) | {a}, dom=dom)
             if after <= target + 1e-9 and rest_cost + extra < cost:
                 merged = {**rest, **added}
                 moves = _prune(capacity, load, files, merged, target)
@@ -440,7 +576,7 @@ def _improve(capacity, load, files, by_ost, moves, target, fill_cap, deadline) -
     return moves
 
 
-def _restarts(capacity, load, files, moves, target, fill_cap, deadline, seed, bound=0
+def _restarts(capacity, load, files, moves, target, fill_cap, deadline, seed, bound=0, dom=None
               ) -> dict[int, tuple[int, ...]]:
     """Random restarts until ``deadline``: the greedy with blurred candidate orders and a random band,
     pruned; the cheapest plan that reaches ``target`` is kept."""
@@ -451,7 +587,7 @@ def _restarts(capacity, load, files, moves, target, fill_cap, deadline, seed, bo
     while time.monotonic() < deadline and cost > bound:
         by_ost = _index(files, rng)
         after, extra, found = _search(capacity, load, files, by_ost, target, fill_cap,
-                                      offsets=(rng.uniform(-0.6, 0.6),), modes=(rng.random() < 0.5,))
+                                      offsets=(rng.uniform(-0.6, 0.6),), modes=(rng.random() < 0.5,), dom=dom)
         if after > target + 1e-9 or extra >= cost:
             continue
         found = _prune(capacity, load, files, found, target)
@@ -461,7 +597,7 @@ def _restarts(capacity, load, files, moves, target, fill_cap, deadline, seed, bo
     return moves
 
 
-def _swaps(capacity, load, files, moves, target, deadline, width: int = 3) -> dict[int, tuple[int, ...]]:
+def _swaps(capacity, load, files, moves, target, deadline, width: int = 3, dom=None) -> dict[int, tuple[int, ...]]:
     """Local search until ``deadline``: replace one moved file by one or two smaller unmoved ones (each sent to
     one of the ``width`` emptiest OSTs it is not on) when the spread stays under ``target``."""
     import numpy as np
@@ -489,7 +625,9 @@ def _swaps(capacity, load, files, moves, target, deadline, width: int = 3) -> di
         emptiest = [order[n] for n in np.argsort(fills)[: width + len(f.osts)]]
         for j in emptiest:
             if j not in f.osts:
-                yield f.osts[:s] + (j,) + f.osts[s + 1:]
+                to = f.osts[:s] + (j,) + f.osts[s + 1:]
+                if f.plain or f.valid(to, dom):
+                    yield to
         if len(f.osts) > 1:  # every stripe onto the emptiest OSTs, the largest stripe onto the emptiest
             fresh = [j for j in emptiest if j not in f.osts][: len(f.osts)]
             if len(fresh) == len(f.osts):
@@ -497,7 +635,8 @@ def _swaps(capacity, load, files, moves, target, deadline, width: int = 3) -> di
                 to = list(f.osts)
                 for s, j in zip(ranked, fresh):
                     to[s] = j
-                yield tuple(to)
+                if f.plain or f.valid(to, dom):
+                    yield tuple(to)
 
     by_size = sorted(range(len(files)), key=lambda i: files[i].size)
     sizes = [files[i].size for i in by_size]
@@ -543,11 +682,13 @@ def _swaps(capacity, load, files, moves, target, deadline, width: int = 3) -> di
 
 def plan_domain(osts: list[Ost], files: list[File], target: float = DEFAULT_TARGET, fill_cap: float = 0.95,
                 pool: str | None = None, improve_s: float = 2.0, seed: int = 0, exact: bool | None = None,
-                exact_s: float = 5.0) -> DomainPlan:
+                exact_s: float = 5.0, domains: dict[int, str] | None = None) -> DomainPlan:
     """Moves among ``osts`` (the usable OSTs of one pool) of ``files`` (those wholly on them) that bring the
     spread under ``target`` with the fewest bytes found: the greedy, and where the instance is small
     (``exact`` None: at most :data:`EXACT_MAX_CHOICES` stripe-to-OST choices; True: always) the exact
-    program too, within ``exact_s`` seconds."""
+    program too, within ``exact_s`` seconds. The exact program knows plain layouts only: with a composite or
+    mirrored file among ``files`` the greedy's plan stands alone. ``domains``: each OST's failure domain (its
+    OSS by default), which keeps the mirrors of a mirrored file apart."""
     started = time.monotonic()
     capacity = {o.index: o.capacity for o in osts}
     load = {o.index: float(o.used) for o in osts}
@@ -559,24 +700,25 @@ def plan_domain(osts: list[Ost], files: list[File], target: float = DEFAULT_TARG
     result.lower_bound = int(result.lower_bound)
     by_ost = _index(files)
     large = len(files) > LARGE_FILES
+    dom = domains or {}
     found = _search(capacity, load, files, by_ost, target, fill_cap, offsets=LARGE_OFFSETS if large else BAND_OFFSETS,
-                    modes=(True,) if large else (True, False))
+                    modes=(True,) if large else (True, False), dom=dom)
     searched = time.monotonic() - started
     if found[0] <= target + 1e-9:
         moves = _prune(capacity, load, files, found[2], target)
         deadline = time.monotonic() + improve_s
         if searched * 4 < improve_s:  # each step of the local search is a whole search again
-            moves = _improve(capacity, load, files, by_ost, moves, target, fill_cap, deadline)
+            moves = _improve(capacity, load, files, by_ost, moves, target, fill_cap, deadline, dom)
         if sum(files[i].size for i in moves) > result.lower_bound:
             moves = _restarts(capacity, load, files, moves, target, fill_cap, time.monotonic() + improve_s / 2,
-                              seed, result.lower_bound)
+                              seed, result.lower_bound, dom)
         if sum(files[i].size for i in moves) > result.lower_bound:
-            moves = _swaps(capacity, load, files, moves, target, deadline)
+            moves = _swaps(capacity, load, files, moves, target, deadline, dom=dom)
     else:
         moves = found[2]
     if exact is None:
         exact = sum(len(f.osts) for f in files) * len(osts) <= EXACT_MAX_CHOICES
-    if exact:
+    if exact and all(f.plain for f in files):  # the program models plain layouts only
         from iez.rebalance.milp import solve
 
         cost = sum(files[i].size for i in moves) if found[0] <= target + 1e-9 else None
@@ -591,3 +733,27 @@ def plan_domain(osts: list[Ost], files: list[File], target: float = DEFAULT_TARG
     result.spread_after = spread(after_load, capacity)
     result.reached = result.spread_after <= target + 1e-9
     return result
+
+
+def target_under(osts: list[Ost], ceiling: float, target: float = DEFAULT_TARGET) -> float | None:
+    """The widest spread target, at most ``target``, whose balanced band (:func:`balance_point`) tops out at or
+    under the fill ``ceiling``: a plan for it brings the fullest OST down to about ``ceiling`` as well (the
+    balancing service's low-water mark). None when the OSTs' mean fill is above ``ceiling`` (moving files
+    between them cannot get there)."""
+    capacity = {o.index: o.capacity for o in osts}
+    load = {o.index: float(o.used) for o in osts}
+    if len(osts) < 2:
+        return target
+    if sum(load.values()) / sum(capacity.values()) > ceiling:
+        return None
+
+    def top(t: float) -> float:
+        return balance_point(load, capacity, t)[0] + t
+
+    if top(target) <= ceiling:
+        return target
+    lo, hi = 0.0, target
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if top(mid) <= ceiling else (lo, mid)
+    return lo if lo > 0 else None

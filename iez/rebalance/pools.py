@@ -2,8 +2,9 @@
 
 A domain is a pool's OSTs that take new stripes (state ``active``); with no
 pools, every such OST; with pools, the OSTs in no pool form one more domain.
-A file moves within a domain when all its OSTs are in it and its layout names
-that pool or none. Domains are planned in turn (pools by name, then the OSTs
+A file moves within a domain when all its OSTs are in it and each of its
+components names that pool or none (a composite file whose components lie in
+different pools is left to ``iez drain``, which moves objects pool by pool). Domains are planned in turn (pools by name, then the OSTs
 in no pool), each from the fills the earlier ones leave, and no file moves
 twice. The plan's ``spread_before``/``spread_after`` are the worst domain's.
 """
@@ -77,8 +78,9 @@ def build(inv: Inventory, target: float = DEFAULT_TARGET, pool: str | None = Non
     for name, members in domains(inv, pool):
         inside = set(members)
         files = [f for f in inv.files if f.path not in moved and set(f.osts) <= inside
-                 and (f.pool is None or f.pool == name)]
+                 and all(p is None or p == name for p in f.object_pools())]
         osts = [Ost(j, by_index[j].capacity, load[j], by_index[j].state, by_index[j].pools) for j in members]
+        options.setdefault("domains", getattr(inv, "domains", None) or None)
         plan = plan_domain(osts, files, target, inv.fill_cap, pool=name, **options)
         for m in plan.moves:
             moved.add(m.file.path)
