@@ -757,27 +757,3 @@ def target_under(osts: list[Ost], ceiling: float, target: float = DEFAULT_TARGET
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if top(mid) <= ceiling else (lo, mid)
     return lo if lo > 0 else None
-
-
-def target_under(osts: list[Ost], ceiling: float, target: float = DEFAULT_TARGET) -> float | None:
-    """The widest spread target, at most ``target``, whose balanced band (:func:`balance_point`) tops out at or
-    under the fill ``ceiling``: a plan for it brings the fullest OST down to about ``ceiling`` as well (the
-    balancing service's low-water mark). None when the OSTs' mean fill is above ``ceiling`` (moving files
-    between them cannot get there)."""
-    capacity = {o.index: o.capacity for o in osts}
-    load = {o.index: float(o.used) for o in osts}
-    if len(osts) < 2:
-        return target
-    if sum(load.values()) / sum(capacity.values()) > ceiling:
-        return None
-
-    def top(t: float) -> float:
-        return balance_point(load, capacity, t)[0] + t
-
-    if top(target) <= ceiling:
-        return target
-    lo, hi = 0.0, target
-    for _ in range(40):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if top(mid) <= ceiling else (lo, mid)
-    return lo if lo > 0 else None
