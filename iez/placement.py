@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 
 from iez.allocate import AllocationError, Policy, Refused, make_policy
 from iez.db.allocations import NOTHING_TO_PLACE, pending_requests, store_placement
-from iez.db.engine import write_session
+from iez.db.engine import write_transaction
 from iez.freshness import StaleRule
 from iez.db.models import utcnow
 from iez.db.requests import application, row_policy
@@ -90,16 +90,26 @@ ClusterSource = Callable[[Session, datetime], ClusterState]
 
 
 def place_app(engine: Engine, app_name: str, settings: PlacementSettings, stale_s: float | StaleRule,
-              reservation_ttl_s: float, cluster_of: ClusterSource | None = None) -> AppPlacement:
+              reservation_ttl_s: float, cluster_of: ClusterSource | None = None,
+              fence: Callable[[Session], None] | None = None) -> AppPlacement:
     """Place ``app_name``'s pending requests and store the outcome in one transaction.
+
+    The transaction holds the write lock (:func:`iez.db.engine.write_transaction`: serialised with every other
+    writer, on a Galera cluster too) and is run again, whole, when the database refuses it for a conflict.
+    ``fence`` (the MDS's lease, :meth:`iez.mds.lease.MdsLease.fence`) runs first in the same transaction and
+    raises to refuse the pass when this MDS's lease generation is no longer the current one.
 
     ``cluster_of`` gives the live view (the MDS passes its own, with congestion
     and staleness per OSS); without it the DB's latest statistics are used, with the live load the MDS
     stored for each OST (:func:`iez.db.stats.ost_loads`).
     Raises :class:`~iez.db.requests.NotFound` for an unknown application.
     """
-    policy = settings.make_policy()
-    with write_session(engine) as session:
+    def attempt(session: Session) -> AppPlacement:
+        # everything made afresh on each attempt (write_transaction may run this again): a policy with state
+        # (round-robin's start, a seeded generator) places a retried pass exactly as it would a first one
+        if fence is not None:
+            fence(session)
+        policy = settings.make_policy()
         app = application(session, app_name)
         pending = pending_requests(session, app.id)
         if not pending:
@@ -121,6 +131,8 @@ def place_app(engine: Engine, app_name: str, settings: PlacementSettings, stale_
             check_capacity(cluster, requests, outcomes)
         placed = store_placement(session, pending, outcomes, policy.name, now, reservation_ttl_s)
         return AppPlacement(app_name, placed, [(r.path, o) for r, o in zip(pending, outcomes) if isinstance(o, str)])
+
+    return write_transaction(engine, attempt)
 
 
 def check_capacity(cluster: ClusterState, requests: Sequence[WriteRequest], outcomes: Sequence[Allocation | str]

@@ -208,6 +208,7 @@ def _run(args: argparse.Namespace) -> int:
             service.config.status_file = None
             service.stop()
 
+        service.fence, service.fenced = lease.fence, lambda _err: deposed()
         lease.start_heartbeat(on_lost=deposed, endpoint=lambda: service.endpoint)
         if args.metrics_bind != "none":
             from iez.mds.metrics import MdsMetrics

@@ -32,7 +32,7 @@ from sqlalchemy import select
 from iez.commands.db import add_db_option, db_errors, settings_from
 from iez.config import Settings, describe
 from iez.db import open_db
-from iez.db.engine import write_session
+from iez.db.engine import write_transaction
 from iez.db.models import Run
 from iez.db.owners import login_user
 from iez.db.requests import RequestIn, application, upsert_requests
@@ -154,14 +154,16 @@ def store(settings: Settings, app: str, requests: Sequence[Request], runs: Seque
     """Store ``requests`` (with their pool, template and learnt directory default) and ``runs`` for ``app``
     in one transaction; what was stored."""
     engine = open_db(settings)
-    new_runs = 0
-    with write_session(engine) as session:
+    owner = login_user()
+
+    def body(session) -> tuple[list[int], int]:  # may run twice (write_transaction): DB work only
+        new_runs = 0
         ids = upsert_requests(session, app, [
             RequestIn(file=r.file, write_bytes=r.write_bytes, stripe_count=r.stripe_count, rank=r.rank,
                       stripe_size=r.stripe_size, source=source, pool=r.pool, components=r.components,
                       default_layout=getattr(r, "default_layout", None), mirror_count=getattr(r, "mirror_count", 1))
-            for r in requests], owner=login_user())
-        app_id = application(session, app, create=True, owner=login_user()).id
+            for r in requests], owner=owner)
+        app_id = application(session, app, create=True, owner=owner).id
         for run in runs:
             started, ended = _utc(run.started), _utc(run.ended)
             if session.scalar(select(Run.id).where(Run.app_id == app_id, Run.started == started,
@@ -170,6 +172,9 @@ def store(settings: Settings, app: str, requests: Sequence[Request], runs: Seque
             session.add(Run(app_id=app_id, started=started, ended=ended,
                             files_found=run.hits, files_missed=run.misses, files_skipped=run.skips))
             new_runs += 1
+        return ids, new_runs
+
+    ids, new_runs = write_transaction(engine, body)
     return {"db": describe(settings.db_url), "app": app, "requests": len(ids), "runs": new_runs,
             "runs_already_stored": len(runs) - new_runs}
 

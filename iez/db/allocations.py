@@ -20,7 +20,7 @@ from sqlalchemy import Connection, Engine, bindparam, exists, func, insert, sele
 from sqlalchemy.orm import Session
 
 from iez.allocate.stripe import MAX_STRIPE_SIZE
-from iez.db.engine import write_session
+from iez.db.engine import write_transaction
 from iez.db.models import (
     MAX_PATH_BYTES,
     PLANNED,
@@ -82,12 +82,14 @@ def _retire_paths(session: Session, paths: Sequence[str]) -> None:
 def pin(engine: Engine, path: str, stripe_size: int, osts: Sequence[int]) -> Allocation:
     """Store a layout chosen by hand for one file (no reservation: the administrator decides)."""
     check_layout(path, stripe_size, osts)
-    with write_session(engine) as session:
+    def body(session: Session) -> None:
         _retire_paths(session, [path])
         session.add(
             AllocationRow(path=path, stripe_size=stripe_size, stripe_count=len(osts), osts=osts_text(osts),
                           policy=MANUAL, created=utcnow())
         )
+
+    write_transaction(engine, body)
     return Allocation(path, stripe_size, tuple(osts), MANUAL)
 
 
@@ -100,13 +102,15 @@ def pin_layout(engine: Engine, path: str, layout: Layout, pool: str | None = Non
         raise ValueError("the layout places no OST: give osts to at least one component")
     allocation = Allocation(path, layout.stripe_size, layout.osts, MANUAL, pool or layout.pool, layout.components,
                             mirrors=layout.mirrors, preferred_mirror=layout.preferred or 0)
-    with write_session(engine) as session:
+    def body(session: Session) -> None:
         _retire_paths(session, [path])
         session.add(
             AllocationRow(path=path, stripe_size=layout.stripe_size, stripe_count=len(layout.osts),
                           osts=osts_text(layout.osts), policy=MANUAL, created=utcnow(), pool=allocation.pool,
                           layout=layout_text(allocation))
         )
+
+    write_transaction(engine, body)
     return allocation
 
 

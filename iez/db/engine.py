@@ -8,7 +8,29 @@ Writers are serialised, one at a time, on both databases:
   Readers use a plain ``BEGIN`` and, under WAL, never wait for a writer.
 - MariaDB: a writing transaction first locks the single row of ``iez_lock``
   with ``SELECT ... FOR UPDATE``, under READ COMMITTED, so what it reads after
-  that is what the previous writer committed.
+  that is what the previous writer committed, and then *writes* that row
+  (deletes and inserts it again: the table has no other column to change). On
+  one server the row lock is what serialises writers. On a Galera cluster
+  (writes to any node) row locks are not replicated: two writers on two nodes
+  would both take "their" lock and both read the same free space (measured:
+  120 reserved on 100 free). Galera certifies *written* rows instead: of two
+  transactions that wrote the lock row concurrently, on any nodes, the second
+  to be ordered is refused at commit with error 1213, and so is a transaction
+  whose reads began before a conflicting one was applied on its node. Every
+  writer writes the row, so writers are serialised cluster-wide.
+
+A refused writer is tried again, whole: :func:`write_transaction` re-runs the
+transaction's body on a new transaction after a deadlock or certification
+failure (MariaDB 1213), a lock wait time-out (1205), or a Galera node that is
+not ready for queries (1047, e.g. while it rejoins), at most
+:data:`WRITE_ATTEMPTS` times with jittered exponential backoff
+(:func:`retry_delay`: up to 10 ms, 20 ms, ... capped at 0.5 s; about 3.5 s in
+the worst case over the attempts), and only then reports
+:class:`DatabaseUnavailable` (the API's 503). A body must therefore be safe to
+run again: it only touches the DB through its session and keeps no state
+outside it (it builds what it returns afresh each time). :func:`write_session`
+is the one-attempt form (a ``with`` block cannot be re-run), for tests and
+read-mostly callers; it raises :class:`WriteConflict` for a refused writer.
 
 Allocation reads every OST and may place on any of them, so any two
 allocations conflict; one lock is then the simplest correct rule, and writes
@@ -38,8 +60,11 @@ or holds no tables) call it.
 
 from __future__ import annotations
 
+import logging
+import random
 import sqlite3
 import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator, TypeVar
@@ -55,6 +80,8 @@ from iez.config import describe
 
 T = TypeVar("T")
 
+log = logging.getLogger("iez.db")
+
 _engines: dict[str, Engine] = {}
 _engines_lock = threading.Lock()
 
@@ -65,6 +92,16 @@ ER_BAD_DB_ERROR = 1049
 
 class DatabaseUnavailable(OSError):
     """The interaction DB cannot be reached; the message says which one and why."""
+
+
+class WriteConflict(DatabaseUnavailable):
+    """A writing transaction the database refused so that it can be run again (a deadlock, a Galera
+    certification failure, a lock wait time-out, a Galera node not ready yet); :func:`write_transaction`
+    retries it. Left unretried (or still refused after :data:`WRITE_ATTEMPTS`), it is an unavailable DB."""
+
+    def __init__(self, message: str, code: int):
+        super().__init__(message)
+        self.code = code
 
 
 class DatabaseMissing(DatabaseUnavailable):
@@ -212,22 +249,96 @@ def _sqlite_rules(engine: Engine) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
 
+#: MariaDB/Galera errors after which a writing transaction is run again: 1213 deadlock (and Galera's
+#: certification failure, "WSREP detected deadlock/conflict"), 1205 lock wait time-out, 1047 "WSREP has not
+#: yet prepared node for application use" (a node joining or resyncing; it may be ready a moment later).
+RETRY_CODES = frozenset({1213, 1205, 1047})
+#: How many times :func:`write_transaction` tries a transaction before reporting the DB unavailable.
+WRITE_ATTEMPTS = 10
+#: Backoff before retry k (1, 2, ...): a uniformly random wait in [0, min(RETRY_CAP_S, RETRY_BASE_S * 2**(k-1))].
+RETRY_BASE_S = 0.01
+RETRY_CAP_S = 0.5
+
+
+def retry_delay(attempt: int) -> float:
+    """The jittered ("full jitter") wait before trying again after failed attempt ``attempt`` (1-based):
+    random, so writers refused together do not collide again in step; at most 10 ms, 20 ms, ..., 0.5 s."""
+    return random.uniform(0.0, min(RETRY_CAP_S, RETRY_BASE_S * 2 ** (attempt - 1)))
+
+
+def _lock_writers(session: Session) -> None:
+    """Take the write lock (MariaDB: lock the row, then write it, so that Galera certifies every writer
+    against every other; see the module's notes)."""
+    session.execute(text("SELECT id FROM iez_lock WHERE id = 1 FOR UPDATE"))
+    session.execute(text("DELETE FROM iez_lock WHERE id = 1"))
+    session.execute(text("INSERT INTO iez_lock (id) VALUES (1)"))
+
+
 @contextmanager
 def write_session(engine: Engine) -> Iterator[Session]:
-    """A session holding the write lock; commits on success, rolls back on error."""
+    """A session holding the write lock; commits on success, rolls back on error (one attempt: a writer the
+    database refused so that it may run again raises :class:`WriteConflict`; :func:`write_transaction` retries)."""
     with Session(engine, expire_on_commit=False) as session:
         try:
             session.connection(execution_options={"iez_write": True})
             if not is_sqlite(engine):
-                session.execute(text("SELECT id FROM iez_lock WHERE id = 1 FOR UPDATE"))
+                _lock_writers(session)
             yield session
             session.commit()
         except OperationalError as err:
             session.rollback()
             raise unavailable(engine, err) from err
-        except BaseException:
+        except BaseException as err:
             session.rollback()
+            if _driver_conflict(err):  # raised by the driver itself (a raw cursor's executemany)
+                raise WriteConflict(f"interaction DB {describe(engine.url)} refused the write: "
+                                    f"{str(err).splitlines()[0]}", error_code(err)) from err
             raise
+
+
+def _driver_conflict(err: BaseException) -> bool:
+    """A MariaDB driver's own error (not wrapped by SQLAlchemy) with one of :data:`RETRY_CODES`."""
+    return type(err).__module__.startswith("MySQLdb") and error_code(err) in RETRY_CODES
+
+
+def write_transaction(engine: Engine, body: Callable[[Session], T], attempts: int = WRITE_ATTEMPTS) -> T:
+    """``body(session)`` in a transaction holding the write lock, committed; its result.
+
+    Tried again, on a new transaction, when the database refuses it so that it can be (:data:`RETRY_CODES`: a
+    Galera certification failure, a deadlock, a lock wait time-out, a node not ready), at most ``attempts``
+    times with :func:`retry_delay` between; then :class:`DatabaseUnavailable` naming the attempts. ``body``
+    may run more than once: it must touch nothing outside the session it is given that a rerun would change
+    (build its result afresh; no counters, no messages, no files).
+    """
+    for attempt in range(1, attempts + 1):
+        try:
+            with write_session(engine) as session:
+                return body(session)
+        except WriteConflict as err:
+            if attempt == attempts:
+                raise DatabaseUnavailable(f"{err} (the write was refused {attempts} times in a row; "
+                                          f"MariaDB error {err.code})") from err
+            write_retries.add(1)
+            log.debug("write transaction refused (MariaDB error %d), attempt %d of %d: trying again", err.code,
+                      attempt, attempts)
+            time.sleep(retry_delay(attempt))
+    raise AssertionError("unreachable")
+
+
+class _Counter:
+    """A thread-safe count (of retried writes in this process: tests and benchmarks read it)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.value = 0
+
+    def add(self, n: int) -> None:
+        with self._lock:
+            self.value += n
+
+
+#: Writing transactions run again in this process (after a :class:`WriteConflict`), since it started.
+write_retries = _Counter()
 
 
 def read(engine: Engine, query: Callable[[Connection], T]) -> T:
@@ -258,7 +369,11 @@ def error_code(orig: BaseException | None) -> object:
 
 def unavailable(engine: Engine, err: DBAPIError) -> DatabaseUnavailable:
     """What an OperationalError means for the caller: :class:`DatabaseMissing` or :class:`DatabaseUnavailable`."""
-    if not is_sqlite(engine) and error_code(err.orig) == ER_BAD_DB_ERROR:
+    code = None if is_sqlite(engine) else error_code(err.orig)
+    if code == ER_BAD_DB_ERROR:
         return missing(engine.url)
     reason = str(err.orig).strip().splitlines()[0] if err.orig is not None else str(err)
-    return DatabaseUnavailable(f"interaction DB {describe(engine.url)} is unavailable: {reason}")
+    message = f"interaction DB {describe(engine.url)} is unavailable: {reason}"
+    if code in RETRY_CODES:
+        return WriteConflict(message, code)
+    return DatabaseUnavailable(message)

@@ -34,8 +34,18 @@ by itself, so a paused or vanished MDS never holds the record's row lock.
 It does not take the allocation lock (``iez_lock``), so a start never waits
 for an allocation pass.
 
-``generation`` counts claims: the fencing token a fuller lease (issue 25: one
-active MDS among several, allocations fenced on the generation) builds on.
+``generation`` counts claims, and it is the fencing token (issue 25): every
+allocation pass of the MDS checks, first thing in the allocation's own
+transaction (:meth:`MdsLease.fence`), that the record still names this process
+and the generation it claimed. An MDS paused longer than the lease (SIGSTOP, a
+VM frozen, a network partition) whose record another MDS has taken over in the
+meantime may wake in the middle of its loop, before its heartbeat notices: its
+allocation transaction is then refused (:class:`LeaseLost`, nothing stored)
+and it stops. Since the check is in the transaction that stores the
+allocations, and allocations are serialised by the write lock, there is no
+moment at which two MDSs both allocate: a pass either ran before the takeover
+committed or sees it. On a Galera cluster the check is a causal read
+(``wsrep_sync_wait``), so a takeover committed on another node is seen too.
 """
 
 from __future__ import annotations
@@ -53,6 +63,7 @@ from typing import Callable, Iterator
 
 from sqlalchemy import Connection, Engine, insert, select, text, update
 from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.orm import Session
 
 from iez.db.engine import error_code, is_sqlite, read, unavailable
 from iez.db.models import MdsLeaseRow, utcnow
@@ -67,6 +78,17 @@ STALE_INTERVALS = 3
 _RACE_CODES = (1213, 1205)
 
 _table = MdsLeaseRow.__table__
+
+
+class LeaseLost(RuntimeError):
+    """This MDS's lease generation is no longer the current one (another MDS took the record over, or it was
+    released): its allocation is refused, and it must stop."""
+
+    def __init__(self, generation: int | None, holder: "Holder | None"):
+        self.generation, self.holder = generation, holder
+        now = (f"{holder.who()} holds generation {holder.generation}" if holder is not None and holder.held
+               else f"no MDS holds it (generation {holder.generation})" if holder is not None else "no record")
+        super().__init__(f"this MDS's lease (generation {generation}) is no longer the current one: {now}")
 
 
 def db_now(conn: Connection) -> datetime:
@@ -228,10 +250,36 @@ class MdsLease:
         self.lost: Holder | None = None  # who holds it after a renewal found it taken over
         self._halt = threading.Event()
         self._thread: threading.Thread | None = None
+        self._wsrep: bool | None = None  # the database is a Galera node (asked by the first fence)
 
     @property
     def held(self) -> bool:
         return self.generation is not None and self.lost is None
+
+    # -- fencing ----------------------------------------------------------------------------
+    def fence(self, session: Session) -> None:
+        """Refuse (:class:`LeaseLost`, and :attr:`lost` set) the transaction of ``session`` unless the record still
+        names this process with the generation it claimed. Run inside the allocation's transaction (after the
+        write lock), so the check and what the transaction stores commit together; on Galera a causal read."""
+        conn = session.connection()
+        query = select(_table).where(_table.c.service == self.service)
+        if not is_sqlite(conn) and self._galera(conn):
+            compiled = query.compile(conn, compile_kwargs={"literal_binds": True})
+            row = conn.execute(text(f"SET STATEMENT wsrep_sync_wait=1 FOR {compiled}")).one_or_none()
+        else:
+            row = conn.execute(query).one_or_none()
+        if row is not None and row.owner == self.owner and row.generation == self.generation:
+            return
+        holder = None if row is None else _holder(row, db_now(conn))
+        self.lost = holder if holder is not None else self.lost
+        raise LeaseLost(self.generation, holder)
+
+    def _galera(self, conn: Connection) -> bool:
+        """Whether the database is a Galera node (wsrep on); asked once."""
+        if self._wsrep is None:
+            row = conn.execute(text("SHOW VARIABLES LIKE 'wsrep_on'")).first()
+            self._wsrep = row is not None and str(row[1]).upper() == "ON"
+        return self._wsrep
 
     # -- claiming -----------------------------------------------------------------------
     @contextmanager

@@ -37,6 +37,7 @@ from iez.db.allocations import pending_counts
 from iez.db.engine import read
 from iez.db.stats import reserved_bytes
 from agents import AgentError
+from iez.mds.lease import LeaseLost
 from iez.mds.lustre_params import LustreParamsReader
 from iez.mds.messages import CAUSES, MAX_FRAME_BYTES, OST_CAUSES, Rejected, decode
 from iez.mds.resources import NodeSampler, Usage
@@ -131,6 +132,10 @@ class MdsService:
         self.keys = None  # iez.mds.keys.OssKeys with CURVE
         self.fsname: str | None = config.fsname or self.view.fsname()
         self._limited: dict[tuple, float] = {}  # (cause, oss, detail) -> when last logged
+        # the active-MDS lease (iez.mds.lease): ``fence`` runs in each allocation's transaction and raises
+        # LeaseLost when this MDS's generation is no longer the current one; ``fenced`` is then told (and stops it)
+        self.fence = None
+        self.fenced = None
 
     # -- lifecycle ------------------------------------------------------------------
     def stop(self) -> None:
@@ -499,7 +504,15 @@ class MdsService:
             started = time.perf_counter()
             try:
                 done = place_app(self.engine, app, placement, stale_s=self.config.interval_s * 3,
-                                 reservation_ttl_s=self.config.reservation_ttl_s, cluster_of=cluster_of)
+                                 reservation_ttl_s=self.config.reservation_ttl_s, cluster_of=cluster_of,
+                                 fence=self.fence)
+            except LeaseLost as err:  # another MDS is the active one now: nothing was stored; stop
+                self.counters.failed += 1
+                log.error("allocation of %s refused: %s; stopping", app, err)
+                if self.fenced is not None:
+                    self.fenced(err)
+                self.stop()
+                break
             except AllocationError as err:
                 self.counters.failed += 1
                 log.error("allocation of %s refused by the capacity guard: %s", app, err)

@@ -16,8 +16,9 @@ from datetime import datetime, timedelta
 from typing import Mapping, Sequence
 
 from sqlalchemy import Engine, delete, select
+from sqlalchemy.orm import Session
 
-from iez.db.engine import is_sqlite, write_session
+from iez.db.engine import is_sqlite, write_transaction
 from iez.db.models import OssStat, OstStat, Reservation, utcnow
 from iez.db.stats import release_caught_up
 
@@ -102,8 +103,9 @@ def store_batch(engine: Engine, reports: Sequence[tuple], policies: Mapping[int,
             ost_latest[o.index] = (o.index, o.name, report.oss_id, o.kbytes_total, o.kbytes_avail, o.read_bytes,
                                    o.write_bytes, t, *policy, (loads or {}).get(o.index))
     policy_only = [(*policy, index) for index, policy in (policies or {}).items() if index not in ost_latest]
-    ended = 0
-    with write_session(engine) as session:
+
+    def store(session: Session) -> int:  # may run twice (write_transaction): DB work only, its count afresh
+        ended = 0
         raw = session.connection().connection.driver_connection
         cursor = raw.cursor()
         try:
@@ -124,13 +126,18 @@ def store_batch(engine: Engine, reports: Sequence[tuple], policies: Mapping[int,
                 select(Reservation.ost_index).where(Reservation.avail_kb_at.is_not(None)).distinct()).scalars())
             for index in waiting & set(ost_latest):
                 ended += release_caught_up(session, index, ost_latest[index][4])
-    return ended
+        return ended
+
+    return write_transaction(engine, store)
 
 
 def prune(engine: Engine, keep: timedelta) -> None:
     """Drop time-series rows older than ``keep``, and expired reservations."""
     cutoff = utcnow() - keep
-    with write_session(engine) as session:
+
+    def drop(session: Session) -> None:
         session.execute(delete(OssStat).where(OssStat.sample_time < cutoff))
         session.execute(delete(OstStat).where(OstStat.sample_time < cutoff))
         session.execute(delete(Reservation).where(Reservation.expires < utcnow()))
+
+    write_transaction(engine, drop)

@@ -46,7 +46,7 @@ from sqlalchemy import delete, func, select, update
 from iez.config import ConfigError, Settings, describe
 from iez.freshness import StaleRule
 from iez.db import open_db
-from iez.db.engine import read, write_session
+from iez.db.engine import read, write_transaction
 from iez.db.models import STALE, AllocationRow, Application, Run, WriteRequestRow
 from iez.db.owners import login_user
 from iez.db.requests import RequestIn, application, chunks, retire, upsert_requests
@@ -214,12 +214,14 @@ def store_predictions(settings: Settings, app: str, requests: Sequence[PRequest]
     """Store the named predicted requests for ``app``; with ``replace``, drop its other predicted requests."""
     engine = engine or open_db(settings)
     named = [r for r in requests if r.file is not None]
-    removed = 0
-    with write_session(engine) as session:
+    owner = login_user()
+
+    def store(session) -> tuple[list[int], int]:  # may run twice (write_transaction): DB work only
+        removed = 0
         ids = upsert_requests(session, app, [
             RequestIn(file=r.file, write_bytes=r.write_bytes, stripe_count=r.stripe_count, rank=r.rank,
                       stripe_size=None, source=PREDICTED, pool=r.pool, components=r.components,
-                      default_layout=r.default_layout, mirror_count=r.mirror_count) for r in named], owner=login_user())
+                      default_layout=r.default_layout, mirror_count=r.mirror_count) for r in named], owner=owner)
         if replace:
             app_id = application(session, app).id
             keep = set(ids)
@@ -233,15 +235,20 @@ def store_predictions(settings: Settings, app: str, requests: Sequence[PRequest]
                                 .values(request_id=None))
                 session.execute(delete(WriteRequestRow).where(WriteRequestRow.id.in_(part)))
             removed = len(old)
+        return ids, removed
+
+    ids, removed = write_transaction(engine, store)
     return {"db": describe(settings.db_url), "app": app, "stored": len(ids), "removed": removed,
             "unnamed": len(requests) - len(named)}
 
 
 def _store_runs(engine, app: str, runs: Sequence[RunCounts]) -> int:
     """Counts summaries as ``runs`` rows (the same app, start and end is stored once); how many were new."""
-    new = 0
-    with write_session(engine) as session:
-        app_id = application(session, app, create=True, owner=login_user()).id
+    owner = login_user()
+
+    def store(session) -> int:  # may run twice (write_transaction): DB work only, its count afresh
+        new = 0
+        app_id = application(session, app, create=True, owner=owner).id
         for run in runs:
             started = datetime.fromtimestamp(run.started, timezone.utc).replace(tzinfo=None)
             ended = datetime.fromtimestamp(run.ended, timezone.utc).replace(tzinfo=None)
@@ -250,7 +257,9 @@ def _store_runs(engine, app: str, runs: Sequence[RunCounts]) -> int:
                 session.add(Run(app_id=app_id, started=started, ended=ended,
                                 files_found=run.hits, files_missed=run.misses, files_skipped=run.skips))
                 new += 1
-    return new
+        return new
+
+    return write_transaction(engine, store)
 
 
 def _looks_like_darshan(path: Path) -> bool:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends, HTTPException
 from sqlalchemy import Engine, select
+from sqlalchemy.orm import Session
 
 from iez.api import deps
 from iez.api.auth import Caller
 from iez.api.schemas import RequestIds, RequestsIn
-from iez.db.engine import write_session
+from iez.db.engine import write_transaction
 from iez.db.models import Application
 from iez.db.requests import RequestIn, set_owner, upsert_requests
 from iez.layout.model import request_policy
@@ -33,7 +34,7 @@ def post_requests(body: RequestsIn, engine: Engine = Depends(deps.engine),
         values = r.model_dump()
         values["pool"], values["components"] = request_policy(r.pool, r.components, r.file)
         requests.append(RequestIn(**values))
-    with write_session(engine) as session:
+    def store(session: Session) -> list[int]:  # may run twice (write_transaction): DB work only
         if not who.admin:
             owner = session.scalar(select(Application.owner).where(Application.name == body.app))
             exists = owner is not None or session.scalar(
@@ -43,4 +44,6 @@ def post_requests(body: RequestsIn, engine: Engine = Depends(deps.engine),
         ids = upsert_requests(session, body.app, requests, body.fingerprint, owner=body.owner or who.user)
         if who.admin and body.owner is not None:
             set_owner(session, body.app, body.owner)
-    return RequestIds(ids=ids)
+        return ids
+
+    return RequestIds(ids=write_transaction(engine, store))
