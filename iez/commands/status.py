@@ -6,8 +6,10 @@ Per OST its OSS, state (the most restrictive of what its OSS and the MDS say),
 pools, size, free space, Lustre's reserved space, fill and load; per OSS
 whether it is fresh (:mod:`iez.freshness`, the MDS's and the API's rule) and how
 old its last report is; and the MDS's qos settings (``lod.*.qos_*``) when a
-running MDS has read them (its status file). ``--json`` prints one object:
-``osts``, ``oss``, ``qos`` (null when unknown), ``time``. On a terminal the view
+running MDS has read them (its status file); what the balancing service does
+(``iez balance``'s status file: per pool idle/moving/paused and why, bytes left,
+ETA). ``--json`` prints one object: ``osts``, ``oss``, ``qos`` (null when
+unknown), ``balance`` (null when no service has written one), ``time``. On a terminal the view
 is a rich table; piped, plain columns; ``--watch S`` redraws it every S seconds.
 """
 
@@ -20,6 +22,9 @@ import time
 from pathlib import Path
 
 from iez.commands.db import add_db_option, db_errors, settings_from
+from iez.rebalance.status import FILE as BALANCE_FILE
+from iez.rebalance.status import read as read_balance
+from iez.rebalance.status import text as balance_text
 
 
 def register(subparsers) -> None:
@@ -31,6 +36,8 @@ def register(subparsers) -> None:
                         "iez mds and the API); IEZ_OSS_STALE_S (default 180 s) when its reports give no interval")
     p.add_argument("--status-file", type=Path, metavar="FILE",
                    help="the MDS's status file, for its qos settings (default $IEZ_STATE_DIR/mds-status.json)")
+    p.add_argument("--balance-status-file", type=Path, metavar="FILE",
+                   help="the balancing service's status file (default $IEZ_STATE_DIR/balance-status.json)")
     p.add_argument("--watch", type=float, metavar="S",
                    help="redraw the view every S seconds until interrupted (default: print once)")
     p.set_defaults(handler=_run)
@@ -81,12 +88,14 @@ def _run(args: argparse.Namespace) -> int:
 
     engine = open_db(settings)  # never creates: a missing DB is one line naming `iez db upgrade`
     status_file = args.status_file or Path(settings.state_dir) / "mds-status.json"
+    balance_file = args.balance_status_file or Path(settings.state_dir) / BALANCE_FILE
 
     def snapshot() -> dict:
         view = read(engine, lambda conn: live_view(conn, utcnow(), settings.oss_stale_s, args.stale_intervals))
         view["qos"] = mds_qos(status_file)
         view["movements"] = movements_in_flight(Path(settings.state_dir))
         view["mds"] = active_mds(engine)
+        view["balance"] = read_balance(balance_file)
         view["time"] = round(time.time(), 3)
         return view
 
@@ -161,6 +170,8 @@ def render(view: dict) -> list:
     out = [oss, osts]
     if view.get("movements"):
         out.append(Text(movements_text(view["movements"])))
+    if view.get("balance"):
+        out.append(Text(balance_text(view["balance"])))
     if view.get("qos"):
         out.append(Text("MDS qos settings: " + ", ".join(f"{k} {v}" for k, v in view["qos"].items())))
     return out
@@ -184,6 +195,9 @@ def _print_table(view: dict, out) -> None:
     if view.get("movements"):
         print(file=out)
         print(movements_text(view["movements"]), file=out)
+    if view.get("balance"):
+        print(file=out)
+        print(balance_text(view["balance"]), file=out)
     qos = view.get("qos")
     if qos:
         print(file=out)
