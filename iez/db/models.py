@@ -285,3 +285,7 @@ class MdsLeaseRow(Base):
     since: Mapped[datetime] = mapped_column(Timestamp)
     renewed: Mapped[datetime] = mapped_column(Timestamp)
     expires: Mapped[datetime] = mapped_column(Timestamp)
+
+
+# The file inventory's tables (migration 0011) belong to the same schema; they live with the inventory.
+from iez.inventory import tables as _inventory_tables  # noqa: E402,F401

@@ -143,12 +143,18 @@ def from_cluster(where: str, roots: list[str] | None = None) -> Inventory:
     except (OSError, ValueError, KeyError):
         states = {o.index: o.state for o in layout.osts}  # trees not made yet: the description's states
     roots = roots or layout.data
-    files, per_ost, fixed, problems = walk(roots, {o.index for o in layout.osts})
+    from iez.inventory.source import files_or_walk  # the file inventory when seeded for these roots, else a walk
+
+    (files, per_ost, fixed, problems), how = files_or_walk(
+        roots, {o.index for o in layout.osts}, cluster=str(root),
+        capacity={o.index: o.kbytes_total * 1024 for o in layout.osts},
+        used=lambda per: {o.index: o.base_used_kb * 1024 + per.get(o.index, 0) for o in layout.osts},
+        pools=layout.pools, usable={o.index for o in layout.osts if states.get(o.index, o.state) == "active"})
     osts = [Ost(o.index, o.kbytes_total * 1024, o.base_used_kb * 1024 + per_ost.get(o.index, 0),
                 states.get(o.index, o.state), tuple(sorted(o.pools)))
             for o in layout.osts]
     inv = Inventory(osts, files, {k: sorted(v) for k, v in layout.pools.items()}, layout.fill_cap, fixed,
-                    problems, {"cluster": str(root), "data": list(roots)})
+                    problems, {"cluster": str(root), "data": list(roots), **how})
     inv.domains = cluster_domains(layout)
     return inv
 
@@ -180,7 +186,12 @@ def from_db(settings, roots: list[str]) -> Inventory:
     for o in osts:
         for name in o.pools:
             pools.setdefault(name, []).append(o.index)
-    files, _, fixed, problems = walk(roots, {o.index for o in osts})
-    inv = Inventory(osts, files, pools, DEFAULT_FILL_CAP, fixed, problems, {"db": str(settings.db), "data": roots})
+    from iez.inventory.source import files_or_walk  # the file inventory when seeded for these roots, else a walk
+
+    (files, _, fixed, problems), how = files_or_walk(
+        roots, {o.index for o in osts}, settings, capacity={o.index: o.capacity for o in osts},
+        used={o.index: o.used for o in osts}, pools=pools, usable={o.index for o in osts if o.takes_stripes})
+    inv = Inventory(osts, files, pools, DEFAULT_FILL_CAP, fixed, problems,
+                    {"db": str(settings.db), "data": roots, **how})
     inv.domains = {o["index"]: o.get("oss") or str(o["index"]) for o in view["osts"]}
     return inv

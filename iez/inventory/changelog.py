@@ -1,0 +1,167 @@
+"""Lustre MDT changelog records as ``lfs changelog MDT`` prints them, parsed strictly.
+
+One record a line::
+
+    7 01CREAT 13:32:07.365961187 2023.05.10 0x0 t=[0x200000402:0x1:0x0] j=cp.0 ef=0xf u=0:0 nid=0@lo p=[0x200000007:0x1:0x0] file1
+    9 08RENME 13:33:04.120000000 2023.05.10 0x0 t=[0:0x0:0x0] ef=0xf u=0:0 nid=0@lo p=[0x200000007:0x1:0x0] new s=[0x200000402:0x1:0x0] sp=[0x200000007:0x1:0x0] old
+
+the record number, the type (two decimal digits and its name), time, date, flags, then ``KEY=VALUE``
+fields (``t=`` target FID; ``j=`` job, ``ef=`` extension flags, ``u=`` uid:gid, ``nid=``, ``m=`` open mode,
+``x=`` xattr name: optional, as the MDT's ``changelog_mask``/extension flags decide), and for namespace
+records ``p=[PARENT] NAME``, a rename adding `` s=[SOURCE] sp=[SOURCE PARENT] SOURCE_NAME``. Names may hold
+spaces (the rename's ``s=[`` separator is searched from the right). A record iez cannot read is an error
+naming its number (or line): a record silently dropped would leave the inventory wrong forever.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+#: Lustre's record types (``enum changelog_rec_type``): number and name as ``lfs changelog`` prints them.
+TYPES = {0: "MARK", 1: "CREAT", 2: "MKDIR", 3: "HLINK", 4: "SLINK", 5: "MKNOD", 6: "UNLNK", 7: "RMDIR",
+         8: "RENME", 9: "RNMTO", 10: "OPEN", 11: "CLOSE", 12: "LYOUT", 13: "TRUNC", 14: "SATTR", 15: "XATTR",
+         16: "HSM", 17: "MTIME", 18: "CTIME", 19: "ATIME", 20: "MIGRT", 21: "FLRW", 22: "RESYNC", 23: "GXATR",
+         24: "NOPEN"}
+CODES = {name: number for number, name in TYPES.items()}
+#: ``UNLNK``/``RENME`` flag: the last link of the target went (``CLF_UNLINK_LAST``/``CLF_RENAME_LAST``).
+LAST_LINK = 0x1
+ZERO_FID = "0:0x0:0x0"
+#: The name of the MARK record the emulated MDT writes when it lost events (see :mod:`iez.inventory.emulated_mdt`).
+LOST_EVENTS = "iez-lost-events"
+
+_FID = r"\[(0x[0-9a-fA-F]+|0):(0x[0-9a-fA-F]+):(0x[0-9a-fA-F]+)\]"
+_HEAD = re.compile(r"(\d+) (\d\d)([A-Z]+) (\d\d:\d\d:\d\d\.\d+) (\d{4}\.\d\d\.\d\d) (0x[0-9a-fA-F]+) ")
+_FID_RE = re.compile(_FID)
+#: Namespace records: they carry ``p=[PARENT] NAME``.
+_NAMED = frozenset(("CREAT", "MKDIR", "HLINK", "SLINK", "MKNOD", "UNLNK", "RMDIR", "RENME", "RNMTO"))
+
+
+class ChangelogError(ValueError):
+    """A record that is not a Lustre changelog record; the message names its number or line."""
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    index: int
+    type: str  # CREAT, RENME, ...
+    flags: int
+    target: str  # FID text without brackets
+    time: str = ""
+    parent: str | None = None
+    name: str | None = None
+    source: str | None = None  # renames: the FID moved
+    source_parent: str | None = None
+    source_name: str | None = None
+    uid: int | None = None
+    gid: int | None = None
+    job: str | None = None
+
+    def to_line(self) -> str:
+        """The record as ``lfs changelog`` prints it (``time`` is ``HH:MM:SS.NS YYYY.MM.DD``)."""
+        out = [f"{self.index} {CODES[self.type]:02d}{self.type} {self.time} {self.flags:#x} t=[{self.target}]"]
+        if self.job:
+            out.append(f"j={self.job}")
+        out.append("ef=0xf")
+        out.append(f"u={self.uid or 0}:{self.gid or 0} nid=0@lo")
+        if self.parent is not None:
+            out.append(f"p=[{self.parent}]" + (f" {self.name}" if self.name is not None else ""))
+        if self.source is not None:
+            out.append(f"s=[{self.source}] sp=[{self.source_parent}] {self.source_name}")
+        return " ".join(out)
+
+
+def fid_text(seq: int, oid: int, ver: int = 0) -> str:
+    return f"{seq:#x}:{oid:#x}:{ver:#x}"
+
+
+#: Emulated FIDs: sequences from Lustre's first normal sequence on, the inode number split as a FID is.
+EMULATED_SEQ = 0x200000400
+
+
+def fid_of_inode(ino: int) -> str:
+    """The emulated MDT's FID of inode ``ino`` (the low 32 bits as the object id, the rest in the sequence)."""
+    return f"{EMULATED_SEQ + (ino >> 32):#x}:{ino & 0xFFFFFFFF:#x}:0x0"
+
+
+def parse(line: str, where: str = "changelog") -> Record:
+    """One ``lfs changelog`` line; :class:`ChangelogError` naming the record (or ``where``) otherwise."""
+    line = line.rstrip("\n")
+    head = _HEAD.match(line)
+    if head is None:
+        number = line.split(" ", 1)[0]
+        what = f"record {number}" if number.isdigit() else f"{where}: line {line[:80]!r}"
+        raise ChangelogError(f"{what}: not a changelog record (expected 'INDEX NNTYPE HH:MM:SS.NS YYYY.MM.DD "
+                             f"FLAGS t=[FID] ...')")
+    index = int(head.group(1))
+
+    def bad(reason: str) -> ChangelogError:
+        return ChangelogError(f"record {index}: {reason}: {line[:160]!r}")
+
+    code, kind = int(head.group(2)), head.group(3)
+    if TYPES.get(code) != kind:
+        raise bad(f"unknown record type {head.group(2)}{kind}")
+    rest = line[head.end():]
+    if not rest.startswith("t="):
+        raise bad("no target t=[FID]")
+    target = _FID_RE.match(rest, 2)
+    if target is None:
+        raise bad("target t= is not a FID [SEQ:OID:VER]")
+    rest = rest[target.end():]
+    fields: dict[str, str] = {}
+    parent = name = source = sparent = sname = None
+    pos = 0
+    while pos < len(rest):
+        if rest[pos] != " ":
+            raise bad(f"unexpected text {rest[pos:pos + 20]!r}")
+        pos += 1
+        key, eq, _ = rest[pos:pos + 4].partition("=")
+        if not eq:
+            raise bad(f"field {rest[pos:pos + 20]!r} is not KEY=VALUE")
+        if key == "p":
+            fid = _FID_RE.match(rest, pos + 2)
+            if fid is not None and fid.end() == len(rest) and kind not in _NAMED:
+                parent = _fid(fid)  # OPEN records name the parent only
+                break
+            if fid is None or rest[fid.end():fid.end() + 1] != " ":
+                raise bad("p= is not [FID] followed by a name")
+            parent = _fid(fid)
+            tail = rest[fid.end() + 1:]
+            cut = tail.rfind(" s=[")
+            if cut >= 0 and " sp=[" in tail[cut:]:
+                name, ext = tail[:cut], tail[cut + 1:]
+                s = _FID_RE.match(ext, 2)
+                sp = _FID_RE.match(ext, s.end() + 4) if s and ext[s.end():s.end() + 4] == " sp=" else None
+                if s is None or sp is None or ext[sp.end():sp.end() + 1] != " ":
+                    raise bad("rename source is not s=[FID] sp=[FID] NAME")
+                source, sparent, sname = _fid(s), _fid(sp), ext[sp.end() + 1:]
+            else:
+                name = tail
+            if not name and kind != "MARK":
+                raise bad("p=[FID] without a name")
+            break
+        end = rest.find(" ", pos)
+        end = len(rest) if end < 0 else end
+        fields[key] = rest[pos + len(key) + 1:end]
+        pos = end
+    uid = gid = None
+    if "u" in fields:
+        u, colon, g = fields["u"].partition(":")
+        if not (colon and u.isdigit() and g.isdigit()):
+            raise bad(f"u={fields['u']!r} is not UID:GID")
+        uid, gid = int(u), int(g)
+    if kind in _NAMED and (parent is None or not name):
+        raise bad(f"a {kind} record needs p=[PARENT] NAME")
+    return Record(index, kind, int(head.group(6), 16), _fid(target), f"{head.group(4)} {head.group(5)}", parent,
+                  name, source, sparent, sname, uid, gid, fields.get("j"))
+
+
+def _fid(match: re.Match) -> str:
+    seq, oid, ver = match.groups()
+    return f"{int(seq, 16):#x}:{int(oid, 16):#x}:{int(ver, 16):#x}" if seq != "0" else f"0:{int(oid, 16):#x}:{int(ver, 16):#x}"
+
+
+def record_index(line: str) -> int | None:
+    """The record number a line starts with (cheap: for seeking in a log), None if it has none."""
+    head, _, _ = line.partition(" ")
+    return int(head) if head.isdigit() else None

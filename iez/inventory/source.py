@@ -1,0 +1,250 @@
+"""What the rebalancer plans from when the inventory holds the tree: the walk's answer, from SQL.
+
+:func:`files_from_store` returns what :func:`iez.rebalance.inventory.walk` returns (movable files, bytes
+per OST, files that cannot move, problems), deciding what can move with the same
+:func:`iez.rebalance.inventory.entry` on each file's stored layout.
+
+Small inventories (at most :data:`FULL_LOAD_FILES` files below the roots) are loaded whole, so a plan from
+them is the walk's plan. Larger ones never become one ``File`` object per file: bytes per OST come from
+one aggregate over ``inv_objects`` (its ``(ost, bytes)`` index), and only *candidates* are loaded: on each
+OST above its pool's mean fill (``excess`` bytes above it), its largest objects that fit the excess until
+they add up to :data:`CANDIDATE_FACTOR` times the excess, plus the :data:`COVERING` smallest objects larger
+than the excess (the planner's "cheapest file that covers the rest"), at most :data:`MAX_CANDIDATES` in
+all (shared among those OSTs by their excess). Files on OSTs at or under the mean are never moved by the
+planner (it moves bytes off the full OSTs), so it is not shown them. ``files_fixed`` is then the files
+without a layout, with more than one link or mirrored (SQL) plus the candidates that cannot move.
+
+:func:`files_or_walk` is the seam the rebalancer calls: the store when every root was seeded by a scan
+(``iez inventory scan``) and the DB can be read (``IEZ_INVENTORY=off`` forces the walk), else the walk.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Callable
+
+from sqlalchemy import Engine, func, or_, select
+
+from iez.inventory.store import Paths, seeded_roots
+from iez.inventory.tables import InvFile, InvObject
+
+#: Up to this many files below the roots every file is loaded (a plan identical to a walk's).
+FULL_LOAD_FILES = 500_000
+#: Candidates per OST above its pool's mean: objects adding up to this multiple of its excess.
+CANDIDATE_FACTOR = 3.0
+#: Objects larger than the excess also loaded per such OST (the smallest of them).
+COVERING = 32
+#: Candidate objects loaded at most, over all OSTs.
+MAX_CANDIDATES = 400_000
+_CHUNK = 900
+
+
+def _engine(db) -> tuple[Engine, bool]:
+    if isinstance(db, Engine):
+        return db, False
+    from iez.db import open_db
+
+    return open_db(db), True
+
+
+def root_ids(conn, roots: list[str]) -> tuple[list[int], bool] | None:
+    """The inventory's ids of ``roots`` and whether they are all it holds; None unless every one was seeded."""
+    seeded = seeded_roots(conn)
+    ids = []
+    for root in roots:
+        found = seeded.get(os.path.abspath(root))
+        if found is None:
+            return None
+        ids.append(found["id"])
+    return sorted(set(ids)), set(ids) == {r["id"] for r in seeded.values()}
+
+
+def files_from_store(db, known: set[int], roots: list[str], *, capacity: dict[int, int] | None = None,
+                     used: dict[int, int] | Callable[[dict[int, int]], dict[int, int]] | None = None,
+                     pools: dict[str, list[int]] | None = None, usable: set[int] | None = None,
+                     full_load: int = FULL_LOAD_FILES):
+    """``(files, per_ost, fixed, problems)`` as :func:`iez.rebalance.inventory.walk` gives them, from the
+    inventory of ``roots`` (``db``: an engine or settings). ``capacity``/``used`` (bytes per OST; ``used`` may be
+    a function of the per-OST bytes found), ``pools`` and ``usable`` choose the candidates of a large
+    inventory; without them every file is loaded."""
+    engine, own = _engine(db)
+    try:
+        with engine.connect() as conn:
+            found = root_ids(conn, roots)
+            if found is None:
+                raise ValueError(f"the inventory has not been seeded for {', '.join(roots)} "
+                                 "(run iez inventory scan --root DIR)")
+            ids, everything = found
+            scope = None if everything else InvFile.root_id.in_(ids)
+            count = conn.execute(select(func.count()).select_from(InvFile).where(*(() if scope is None else (scope,)))
+                                 ).scalar()
+            paths = Paths.load(conn)
+            if count <= full_load or capacity is None or used is None:
+                return _load_all(conn, paths, known, scope)
+            return _load_candidates(conn, paths, known, scope, capacity, used, pools or {}, usable)
+    finally:
+        if own:
+            engine.dispose()
+
+
+def _files(conn, paths: Paths, known: set[int], query, problems: list[str]):
+    """``(file or None, pairs)`` for each row of ``query`` (fid, parent, name, size, layout, nlink, ino, mtime)."""
+    from iez.layout.emulated import parse_attr
+    from iez.rebalance.inventory import entry
+
+    parsed: dict[str, object] = {}
+    for fid, parent, name, size, text, nlink, ino, mtime_ns in conn.execution_options(yield_per=20000).execute(query):
+        directory = paths.path(parent)
+        if directory is None:
+            continue  # below a directory the inventory lost: a rescan brings it back
+        path = f"{directory}/{name}"
+        if text is None:
+            yield None, None
+            continue
+        layout = parsed.get(text)
+        if layout is None:
+            try:
+                layout = parsed[text] = parse_attr(text, path)
+            except ValueError as err:
+                problems.append(str(err))
+                yield None, None
+                continue
+        yield entry(path, size, ino, mtime_ns, nlink, layout, known)
+
+
+_COLUMNS = (InvFile.fid, InvFile.parent, InvFile.name, InvFile.size, InvFile.layout, InvFile.nlink, InvFile.ino,
+            InvFile.mtime_ns)
+
+
+def _load_all(conn, paths: Paths, known: set[int], scope):
+    files, per_ost, fixed, problems = [], {}, 0, []
+    query = select(*_COLUMNS).order_by(InvFile.fid)
+    if scope is not None:
+        query = query.where(scope)
+    for file, pairs in _files(conn, paths, known, query, problems):
+        for ost, nbytes in pairs or ():
+            per_ost[ost] = per_ost.get(ost, 0) + nbytes
+        if file is None:
+            fixed += 1
+        else:
+            files.append(file)
+    return files, per_ost, fixed, problems
+
+
+def _load_candidates(conn, paths: Paths, known: set[int], scope, capacity, used, pools, usable):
+    problems: list[str] = []
+    total = select(InvObject.ost, func.sum(InvObject.bytes)).group_by(InvObject.ost)
+    if scope is not None:
+        total = total.join(InvFile, InvFile.fid == InvObject.fid).where(scope)
+    per_ost = {ost: int(b) for ost, b in conn.execute(total)}
+    now = used(per_ost) if callable(used) else dict(used)
+    excess = _excess(now, capacity, pools, usable if usable is not None else set(capacity))
+    budget = sum(excess.values()) or 1
+    wanted: set[str] = set()
+    for ost, over in sorted(excess.items(), key=lambda kv: -kv[1]):
+        limit = max(COVERING, int(MAX_CANDIDATES * over / budget))
+        fits = select(InvObject.fid, InvObject.bytes).where(InvObject.ost == ost, InvObject.bytes <= over,
+                                                             InvObject.bytes > 0)
+        covers = select(InvObject.fid).where(InvObject.ost == ost, InvObject.bytes > over)
+        if scope is not None:
+            fits = fits.join(InvFile, InvFile.fid == InvObject.fid).where(scope)
+            covers = covers.join(InvFile, InvFile.fid == InvObject.fid).where(scope)
+        got = 0
+        for fid, nbytes in conn.execute(fits.order_by(InvObject.bytes.desc()).limit(limit)):
+            wanted.add(fid)
+            got += nbytes
+            if got >= CANDIDATE_FACTOR * over:
+                break
+        wanted.update(fid for (fid,) in conn.execute(covers.order_by(InvObject.bytes).limit(COVERING)))
+    files, refused = [], 0
+    ordered = sorted(wanted)
+    for n in range(0, len(ordered), _CHUNK):
+        query = select(*_COLUMNS).where(InvFile.fid.in_(ordered[n:n + _CHUNK]))
+        for file, _ in _files(conn, paths, known, query, problems):
+            if file is None:
+                refused += 1
+            else:
+                files.append(file)
+    unmovable = select(func.count()).select_from(InvFile).where(
+        or_(InvFile.layout.is_(None), InvFile.nlink > 1, InvFile.layout.like("version=3 %")))
+    if scope is not None:
+        unmovable = unmovable.where(scope)
+    fixed = conn.execute(unmovable).scalar() + refused
+    return files, per_ost, fixed, problems
+
+
+def _excess(used: dict[int, int], capacity: dict[int, int], pools: dict[str, list[int]], usable: set[int]
+            ) -> dict[int, float]:
+    """Bytes above its pool's mean fill, per OST above it (a pool's usable OSTs; the OSTs in no pool together)."""
+    members = [set(m) & usable for m in pools.values()]
+    pooled = set().union(*members) if members else set()
+    rest = (set(capacity) & usable) - pooled
+    out: dict[int, float] = {}
+    for group in members + ([rest] if rest else []):
+        group = [j for j in group if capacity.get(j)]
+        if len(group) < 2:
+            continue
+        mean = sum(used.get(j, 0) for j in group) / sum(capacity[j] for j in group)
+        for j in group:
+            over = used.get(j, 0) - mean * capacity[j]
+            if over > 0:
+                out[j] = max(out.get(j, 0.0), over)
+    return out
+
+
+def files_or_walk(roots: list[str], known: set[int], settings=None, cluster: str | None = None, **options):
+    """``((files, per_ost, fixed, problems), how)``: from the inventory when it holds every root (after applying
+    the emulated MDT's pending records for ``cluster``), else from a walk; ``how`` says which and why."""
+    from iez.rebalance.inventory import walk
+
+    why = _store_refused(roots, settings)
+    if why is None:
+        from iez.db.engine import engine_for
+
+        engine = engine_for((settings or _settings()).db_url)
+        try:
+            caught_up = _catch_up(engine, cluster) if cluster else None
+            found = files_from_store(engine, known, roots, **options)
+            return found, {"inventory": "store", **({"changelog_records": caught_up} if caught_up else {})}
+        except (OSError, ValueError) as err:
+            why = str(err)
+    return walk(roots, known), {"inventory": "walk", **({"inventory_reason": why} if why else {})}
+
+
+def _settings():
+    from iez.config import Settings
+
+    return Settings.from_env()
+
+
+def _store_refused(roots: list[str], settings) -> str | None:
+    """Why the inventory cannot answer for ``roots`` (None: it can)."""
+    if os.environ.get("IEZ_INVENTORY", "").strip().lower() in ("off", "0", "no", "walk"):
+        return "IEZ_INVENTORY=off"
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from iez.db.engine import engine_for, read
+    from iez.db.schema import check_schema
+
+    try:
+        engine = engine_for((settings or _settings()).db_url)
+        check_schema(engine)
+        if read(engine, lambda conn: root_ids(conn, roots)) is None:
+            return "not seeded for these roots (iez inventory scan)"
+    except (OSError, ValueError, RuntimeError, SQLAlchemyError) as err:
+        return str(err).splitlines()[0]
+    return None
+
+
+def _catch_up(engine: Engine, cluster: str) -> int:
+    """Apply the emulated MDT's pending records when a consumer follows it (a plan sees the tree as it is)."""
+    from iez.commands.inventory import consumer_for
+    from iez.inventory.tables import InvChangelog
+
+    consumer = consumer_for(engine, cluster=cluster)
+    with engine.connect() as conn:
+        followed = conn.execute(select(InvChangelog.position).where(InvChangelog.mdt == consumer.mdt,
+                                                                   InvChangelog.user == consumer.user)).first()
+    if followed is None or not consumer.reader.path.exists():
+        return 0
+    return consumer.run_once().records

@@ -1,0 +1,225 @@
+"""Writing the inventory: batched upserts and deletes in one transaction, and paths resolved from directories.
+
+Rows go in batches (one multi-row statement per table and batch) with the database's own upsert
+(SQLite ``ON CONFLICT DO UPDATE``, MariaDB ``ON DUPLICATE KEY UPDATE``): a record applied twice leaves the
+same row, which is what makes a replay after a crash harmless. A file's stripe objects are replaced whole
+whenever its row is written. Inventory writes do not take the allocation lock (``iez_lock``): nothing an
+allocation reads is written here, and one consumer per changelog is serialised on its position row instead
+(:func:`lock_position`), so ingesting a changelog never delays a job's layout.
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import contextmanager
+from typing import Iterable, Iterator
+
+from sqlalchemy import Connection, Engine, delete, func, select, update
+
+from iez.db.engine import is_sqlite
+from iez.db.models import path_hash, utcnow
+from iez.inventory.tables import InvChangelog, InvDir, InvFile, InvObject, InvRoot
+
+#: Rows per statement: SQLite allows 32766 bound parameters, and a file row has 16.
+CHUNK = 1500
+FILE_COLUMNS = ("fid", "parent", "name", "root_id", "size", "layout", "uid", "gid", "mode", "nlink", "ino",
+                "mtime_ns", "ctime_ns", "atime_ns", "stale", "gen")
+DIR_COLUMNS = ("fid", "parent", "name", "root_id", "gen")
+
+
+@contextmanager
+def transaction(engine: Engine) -> Iterator[Connection]:
+    """A writing transaction (SQLite: ``BEGIN IMMEDIATE``, the database's one writer at a time)."""
+    with engine.connect() as conn:
+        conn.execution_options(iez_write=True)
+        with conn.begin():
+            yield conn
+
+
+def _chunks(rows: list, size: int = CHUNK) -> Iterator[list]:
+    for n in range(0, len(rows), size):
+        yield rows[n:n + size]
+
+
+def _upsert(conn: Connection, table, rows: list[dict], columns: tuple[str, ...], keys: tuple[str, ...]) -> None:
+    if not rows:
+        return
+    changing = [c for c in columns if c not in keys]
+    if is_sqlite(conn):
+        from sqlalchemy.dialects.sqlite import insert
+
+        stmt = insert(table)
+        stmt = stmt.on_conflict_do_update(index_elements=list(keys), set_={c: stmt.excluded[c] for c in changing})
+    else:
+        from sqlalchemy.dialects.mysql import insert
+
+        stmt = insert(table)
+        stmt = stmt.on_duplicate_key_update({c: stmt.inserted[c] for c in changing})
+    for part in _chunks(rows, max(1, 30000 // len(columns))):
+        conn.execute(stmt, part)
+
+
+def put_files(conn: Connection, rows: list[dict], objects: dict[str, list[tuple[int, int]]]) -> None:
+    """Write file rows (every column of :data:`FILE_COLUMNS`) and replace their stripe objects."""
+    if not rows:
+        return
+    fids = [r["fid"] for r in rows]
+    for part in _chunks(fids):
+        conn.execute(delete(InvObject.__table__).where(InvObject.fid.in_(part)))
+    _upsert(conn, InvFile.__table__, rows, FILE_COLUMNS, ("fid",))
+    objs = [{"fid": fid, "seq": seq, "ost": ost, "bytes": nbytes}
+            for fid in fids for seq, (ost, nbytes) in enumerate(objects.get(fid, ()))]
+    for part in _chunks(objs, 7000):
+        conn.execute(InvObject.__table__.insert(), part)
+
+
+def delete_files(conn: Connection, fids: Iterable[str]) -> None:
+    fids = list(fids)
+    for part in _chunks(fids):
+        conn.execute(delete(InvObject.__table__).where(InvObject.fid.in_(part)))
+        conn.execute(delete(InvFile.__table__).where(InvFile.fid.in_(part)))
+
+
+def put_dirs(conn: Connection, rows: list[dict]) -> None:
+    _upsert(conn, InvDir.__table__, rows, DIR_COLUMNS, ("fid",))
+
+
+def delete_dirs(conn: Connection, fids: Iterable[str]) -> None:
+    for part in _chunks(list(fids)):
+        conn.execute(delete(InvDir.__table__).where(InvDir.fid.in_(part)))
+
+
+def mark_stale(conn: Connection, fids: Iterable[str], stale: int = 1) -> None:
+    for part in _chunks(list(fids)):
+        conn.execute(update(InvFile.__table__).where(InvFile.fid.in_(part)).values(stale=stale))
+
+
+class Paths:
+    """Directory FID → path, from ``inv_dirs`` (a root's row: no parent, its absolute path as name)."""
+
+    def __init__(self):
+        self.dirs: dict[str, tuple[str | None, str, int]] = {}  # fid -> (parent, name, root_id)
+        self._cache: dict[str, str] = {}
+
+    @classmethod
+    def load(cls, conn: Connection) -> "Paths":
+        out = cls()
+        for fid, parent, name, root_id in conn.execute(select(InvDir.fid, InvDir.parent, InvDir.name, InvDir.root_id)):
+            out.dirs[fid] = (parent, name, root_id)
+        return out
+
+    def set(self, fid: str, parent: str | None, name: str, root_id: int) -> None:
+        old = self.dirs.get(fid)
+        self.dirs[fid] = (parent, name, root_id)
+        if old is not None and old[:2] != (parent, name):
+            self._cache.clear()  # a directory moved: every path below it changes
+
+    def remove(self, fid: str) -> None:
+        if self.dirs.pop(fid, None) is not None:
+            self._cache.clear()
+
+    def root_of(self, fid: str) -> int | None:
+        entry = self.dirs.get(fid)
+        return entry[2] if entry else None
+
+    def path(self, fid: str) -> str | None:
+        """The directory's absolute path, or None when it (or a parent) is not in the inventory."""
+        hit = self._cache.get(fid)
+        if hit is not None:
+            return hit
+        parts, seen, at = [], set(), fid
+        while True:
+            entry = self.dirs.get(at)
+            if entry is None or at in seen:
+                return None
+            seen.add(at)
+            parent, name, _ = entry
+            parts.append(name)
+            if parent is None:
+                break
+            at = parent
+        out = "/".join(reversed(parts))
+        self._cache[fid] = out
+        return out
+
+    def children(self) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for fid, (parent, _, _) in self.dirs.items():
+            if parent is not None:
+                out.setdefault(parent, []).append(fid)
+        return out
+
+
+# -- roots and changelog positions ------------------------------------------------------------------------------
+
+
+def ensure_root(conn: Connection, path: str, fid: str) -> tuple[int, int]:
+    """The root's id and its next scan generation (the root row is created the first time)."""
+    key = path_hash(path)
+    row = conn.execute(select(InvRoot.id, InvRoot.generation).where(InvRoot.path_hash == key)).first()
+    if row is None:
+        conn.execute(InvRoot.__table__.insert().values(path_hash=key, path=path, fid=fid, generation=1))
+        root_id = conn.execute(select(InvRoot.id).where(InvRoot.path_hash == key)).scalar_one()
+        return root_id, 1
+    conn.execute(update(InvRoot.__table__).where(InvRoot.id == row.id).values(generation=row.generation + 1, fid=fid))
+    return row.id, row.generation + 1
+
+
+def finish_root(conn: Connection, root_id: int, gen: int, seconds: float) -> tuple[int, int]:
+    """After a scan of generation ``gen``: drop what it did not see, note when; ``(files, dirs)`` dropped."""
+    gone = [fid for (fid,) in conn.execute(select(InvFile.fid).where(InvFile.root_id == root_id, InvFile.gen < gen))]
+    delete_files(conn, gone)
+    dirs = conn.execute(delete(InvDir.__table__).where(InvDir.root_id == root_id, InvDir.gen < gen)).rowcount
+    conn.execute(update(InvRoot.__table__).where(InvRoot.id == root_id).values(scanned=utcnow(), scan_s=seconds))
+    return len(gone), dirs
+
+
+def seeded_roots(conn: Connection) -> dict[str, dict]:
+    """Every root a scan completed: path → ``{id, fid, scanned, scan_s}``."""
+    rows = conn.execute(select(InvRoot.id, InvRoot.path, InvRoot.fid, InvRoot.scanned, InvRoot.scan_s)
+                        .where(InvRoot.scanned.is_not(None)))
+    return {r.path: {"id": r.id, "fid": r.fid, "scanned": r.scanned, "scan_s": r.scan_s} for r in rows}
+
+
+def lock_position(conn: Connection, mdt: str, user: str, roots: list[str]) -> int:
+    """The consumer's committed position, its row locked for this transaction (created at 0 the first time)."""
+    table = InvChangelog.__table__
+    query = select(InvChangelog.position).where(InvChangelog.mdt == mdt, InvChangelog.user == user)
+    if not is_sqlite(conn):
+        query = query.with_for_update()
+    position = conn.execute(query).scalar()
+    if position is None:
+        conn.execute(table.insert().values(mdt=mdt, user=user, position=0, records=0, rescans=0,
+                                           roots=json.dumps(roots), updated=utcnow()))
+        position = conn.execute(query).scalar()
+    return position
+
+
+def save_position(conn: Connection, mdt: str, user: str, position: int, records: int, rescans: int = 0,
+                  note: str | None = None) -> None:
+    values = {"position": position, "updated": utcnow(), "records": InvChangelog.records + records,
+              "rescans": InvChangelog.rescans + rescans}
+    if note is not None:
+        values["note"] = note
+    conn.execute(update(InvChangelog.__table__).where(InvChangelog.mdt == mdt, InvChangelog.user == user)
+                 .values(**values))
+
+
+def summary(conn: Connection) -> dict:
+    """What ``iez inventory show`` prints: counts, bytes per OST, roots, changelog positions and their age."""
+    now = utcnow()
+    files = conn.execute(select(func.count(), func.coalesce(func.sum(InvFile.size), 0))).one()
+    stale = conn.execute(select(func.count()).where(InvFile.stale == 1)).scalar()
+    dirs = conn.execute(select(func.count()).select_from(InvDir)).scalar()
+    per_ost = [{"ost": ost, "objects": n, "bytes": int(b)} for ost, n, b in conn.execute(
+        select(InvObject.ost, func.count(), func.sum(InvObject.bytes)).group_by(InvObject.ost).order_by(InvObject.ost))]
+    roots = [{"path": r.path, "scanned": r.scanned.isoformat() if r.scanned else None,
+              "scan_s": r.scan_s, "age_s": round((now - r.scanned).total_seconds(), 1) if r.scanned else None}
+             for r in conn.execute(select(InvRoot.__table__).order_by(InvRoot.path))]
+    logs = [{"mdt": c.mdt, "user": c.user, "position": c.position, "records": c.records, "rescans": c.rescans,
+             "roots": json.loads(c.roots or "[]"), "note": c.note,
+             "updated": c.updated.isoformat() if c.updated else None,
+             "age_s": round((now - c.updated).total_seconds(), 1) if c.updated else None}
+            for c in conn.execute(select(InvChangelog.__table__).order_by(InvChangelog.mdt, InvChangelog.user))]
+    return {"files": files[0], "bytes": int(files[1]), "dirs": dirs, "stale_files": stale, "per_ost": per_ost,
+            "roots": roots, "changelogs": logs}
