@@ -133,6 +133,7 @@ def _emulate(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     agents: dict[str, subprocess.Popen] = {}
+    mdt = None
     try:
         interval = str(max(1, round(args.interval)))
         with Progress("starting agents", total=len(layout.oss_ids)) as progress:
@@ -145,6 +146,10 @@ def _emulate(args: argparse.Namespace) -> int:
                 progress.advance()
         print(f"started {len(agents)} agents -> {args.mds}", flush=True)
         emulator = Emulator(layout)
+        from iez.inventory.emulated_mdt import ChangelogWriter, changelog_path
+
+        mdt = ChangelogWriter(layout.data, changelog_path(layout.root, layout.fsname))  # the emulated MDT's changelog
+        print(f"MDT changelog: {mdt.log} (iez inventory follow --cluster {layout.root})", flush=True)
         reported: set[str] = set()
         # the space comes from a walk of the data directories every half interval; the traffic counters are
         # rewritten every COUNTER_TICK_S, so an agent's reading is at most that old (a server's is live): over
@@ -155,6 +160,9 @@ def _emulate(args: argparse.Namespace) -> int:
             if walk:
                 last_walk = time.monotonic()
             emulator.update(walk=walk)
+            mdt.poll()
+            if walk:
+                mdt.compact()
             for oss_id, agent in agents.items():
                 if agent.poll() is not None and oss_id not in reported:
                     # the trees stay up to date: an agent started by hand for this OSS takes over
@@ -162,6 +170,8 @@ def _emulate(args: argparse.Namespace) -> int:
                     print(f"iez cluster: agent {oss_id} exited with {agent.returncode}", file=sys.stderr, flush=True)
             stop.wait(min(COUNTER_TICK_S, args.interval / 2))
     finally:
+        if mdt is not None:
+            mdt.close()
         for agent in agents.values():
             if agent.poll() is None:
                 agent.terminate()
