@@ -29,10 +29,10 @@ OST_MIB = 16
 
 
 def env_for(tmp: Path, **extra) -> dict:
-    env = {**os.environ, "IEZ_STATE_DIR": str(tmp / "state"), **extra}
+    env = {**os.environ, "IEZ_STATE_DIR": str(tmp / "state")}
     for k in ("LD_PRELOAD", "IEZ_EMULATE", "IEZ_BALANCE_PRELOADED", "IEZ_REBALANCE_PRELOADED", "IEZ_BALANCE_CONFIG"):
         env.pop(k, None)
-    return env
+    return {**env, **extra}
 
 
 def iez(tmp: Path, *args, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess:
