@@ -20,7 +20,7 @@ from iez.cli import build_parser
 
 ROOT = Path(__file__).resolve().parent.parent
 UNITS = sorted([*ROOT.glob("deploy/systemd/*.service"), *ROOT.glob("agents/systemd/*.service")])
-DAEMONS = {"iez-mds.service", "iez-api.service", "iez-agent.service"}
+DAEMONS = {"iez-mds.service", "iez-api.service", "iez-agent.service", "iez-balance.service"}
 GUIDE = (ROOT / "deploy" / "README.md").read_text()
 
 
@@ -92,6 +92,18 @@ def test_sample_settings_are_what_the_services_read(tmp_path):
 
     settings = Settings.from_env(env={k: v for k, v in env.items() if v})
     assert settings.db.startswith("mysql://") and settings.api_token
+    from iez.rebalance.settings import resolve
+
+    balance = resolve(str(ROOT / "deploy" / "etc" / "balance.toml"), {})
+    assert balance.root == "/lustre/fs" and (balance.high_water, balance.low_water, balance.share) == (0.85, 0.8, 0.3)
+    assert "IEZ_BALANCE_ARGS" in env
+
+
+def test_balance_unit_reads_its_config_and_serves_metrics_as_documented():
+    argv = shlex.split(unit(ROOT / "deploy" / "systemd" / "iez-balance.service")["Service"]["ExecStart"])
+    args = build_parser().parse_args([a for a in argv[1:] if not a.startswith("$")])
+    assert args.config == "/etc/iez/balance.toml" and not args.once and not args.dry_run
+    assert args.metrics_bind == "127.0.0.1:9556" and "127.0.0.1:9556" in GUIDE and "/etc/iez/balance.toml" in GUIDE
 
 
 def console_script(bin_dir: Path, name: str, module: str) -> None:
@@ -133,6 +145,7 @@ def test_systemd_analyze_verify_passes_once_installed_as_documented(tmp_path):
     (root / "etc" / "iez").mkdir()
     shutil.copy(ROOT / "deploy" / "etc" / "iez.env", root / "etc" / "iez" / "iez.env")
     shutil.copy(ROOT / "deploy" / "etc" / "agent.conf", root / "etc" / "iez" / "agent.conf")
+    shutil.copy(ROOT / "deploy" / "etc" / "balance.toml", root / "etc" / "iez" / "balance.toml")
     shutil.copytree("/usr/lib/systemd/system", root / "usr" / "lib" / "systemd" / "system", symlinks=True)
     done = subprocess.run(["systemd-analyze", "verify", f"--root={root}", "--man=no",
                            *sorted(p.name for p in UNITS)], capture_output=True, text=True)
