@@ -24,8 +24,9 @@ transaction's body on a new transaction after a deadlock or certification
 failure (MariaDB 1213), a lock wait time-out (1205), or a Galera node that is
 not ready for queries (1047, e.g. while it rejoins), at most
 :data:`WRITE_ATTEMPTS` times with jittered exponential backoff
-(:func:`retry_delay`: up to 10 ms, 20 ms, ... capped at 0.5 s; about 3.5 s in
-the worst case over the attempts), and only then reports
+(:func:`retry_delay`: a random wait of up to 10 ms, 20 ms, ... capped at 0.5 s;
+at most 2.1 s of waiting over the attempts, about half that on average), and
+only then reports
 :class:`DatabaseUnavailable` (the API's 503). A body must therefore be safe to
 run again: it only touches the DB through its session and keeps no state
 outside it (it builds what it returns afresh each time). :func:`write_session`
