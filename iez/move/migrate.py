@@ -173,13 +173,6 @@ def lfs_migrate_argv(path: str, layout: Layout, lfs: str = "lfs") -> list[str]:
     return argv + [path]
 
 
-def lfs_mirror_argv(path: str, mirror, mirror_id: int, lfs: str = "lfs") -> list[list[str]]:
-    """The two commands that move one mirror of ``path`` to the components ``mirror`` (placed): a new copy
-    there, then the old one (Lustre's ``mirror_id``) destroyed."""
-    return [[lfs, "mirror", "extend", "-N", *lfs_component_args(mirror), path],
-            [lfs, "mirror", "split", "-d", "--mirror-id", str(mirror_id), path]]
-
-
 def _osts_of(components) -> list[tuple[int, ...]]:
     return [tuple(c.osts) for c in components]
 
@@ -203,11 +196,15 @@ def _has_layout(path: str, layout: Layout) -> bool:
 
 
 def mirror_ids(path: str) -> list[int]:
-    """Lustre's mirror ID of each mirror of ``path``, in layout order (bits 16..30 of each component's id)."""
+    """Lustre's mirror ID of each mirror of ``path``, in layout order (its ``lustre.lov`` attribute)."""
+    return mirror_ids_of(os.getxattr(path, lustre.XATTR_LUSTRE_LOV))
+
+
+def mirror_ids_of(raw: bytes) -> list[int]:
+    """The mirror IDs a ``lov_comp_md_v1`` lists, in order (bits 16..30 of each component's ``lcme_id``)."""
     import struct
 
-    raw = os.getxattr(path, lustre.XATTR_LUSTRE_LOV)
-    if struct.unpack_from("<I", raw, 0)[0] != lustre.LOV_USER_MAGIC_COMP_V1:
+    if len(raw) < lustre.COMP_HEADER.size or struct.unpack_from("<I", raw, 0)[0] != lustre.LOV_USER_MAGIC_COMP_V1:
         return []
     count = lustre.COMP_HEADER.unpack_from(raw, 0)[4]
     ids: list[int] = []
@@ -228,23 +225,25 @@ def _run_lfs(path: str, argv: list[str]) -> None:
 
 
 def _migrate_mirrors(path: str, layout: Layout, lfs: str) -> None:
-    """Each mirror whose OSTs differ from ``layout``'s: extend with the new copy, split the old one off."""
+    """Every copy ``layout`` lists that the file lacks is added (``lfs mirror extend``), then every copy it has
+    that ``layout`` does not list is destroyed (``lfs mirror split -d``). Lustre appends a new copy and keeps
+    mirror IDs, so a rerun after a kill finds the added copies there and only splits what is left."""
     now = lustre.get_stripe(path)
-    if now is None or len(now.copies()) < 1:
-        raise Skipped(f"{path}: no Lustre layout to move")
+    if now is None or not now.mirrors:
+        raise Skipped(f"{path}: no longer a mirrored file")
     ids = mirror_ids(path)
     have = [_osts_of(m) for m in now.copies()]
-    targets = [_osts_of(m) for m in layout.copies()]
     if len(ids) != len(have):
         raise Skipped(f"{path}: its Lustre layout lists {len(have)} mirrors but {len(ids)} mirror IDs")
-    for k, mirror in enumerate(layout.mirrors):
-        if targets[k] in have:
-            continue  # this copy is already where the plan puts it
-        old = have[k] if k < len(have) else None
-        if old is None or old in targets:
-            raise Skipped(f"{path}: its mirrors changed since the plan")
-        for argv in lfs_mirror_argv(path, mirror, ids[k], lfs):
-            _run_lfs(path, argv)
+    targets = [_osts_of(m) for m in layout.copies()]
+    missing = [k for k, t in enumerate(targets) if t not in have]
+    surplus = [k for k, h in enumerate(have) if h not in targets]
+    if len(have) - len(surplus) + len(missing) != len(targets):
+        raise Skipped(f"{path}: its mirrors changed since the plan ({len(have)} now)")
+    for k in missing:
+        _run_lfs(path, [lfs, "mirror", "extend", "-N", *lfs_component_args(layout.copies()[k]), path])
+    for k in surplus:
+        _run_lfs(path, [lfs, "mirror", "split", "-d", "--mirror-id", str(ids[k]), path])
 
 
 def migrate_lustre(path: str, layout: Layout, expect: Identity | None = None, lfs: str | None = None) -> int:

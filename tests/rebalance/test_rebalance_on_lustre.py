@@ -156,3 +156,83 @@ def test_mover_says_which_lfs_setstripe_failed(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
     with pytest.raises(OSError, match=r"setstripe -S 1048576 -c 1 -o 9 .*failed: lfs setstripe: cannot create"):
         Placer("lustre", None, "iez").apply(str(tmp_path / "x"), Layout(MiB, (9,)))
+
+
+# ---- every layout kind on Lustre (issue 24): composite layouts through lfs migrate, mirrors through extend/split
+
+def pfl() -> Layout:
+    from iez.model import EOF_END, Component
+
+    return Layout.from_components([
+        Component(0, MiB, 0, MiB, None, (), True),  # Data-on-MDT
+        Component(MiB, 64 * MiB, 2, MiB, "flash", (4, 6)),
+        Component(64 * MiB, 256 * MiB, 4, 4 * MiB, None, (1, 1, 3, 3), False, True),  # overstriped
+        Component(256 * MiB, EOF_END, 8, 4 * MiB),  # not instantiated: Lustre chooses its OSTs
+    ])
+
+
+def test_lfs_migrate_command_of_a_composite_layout_spells_out_each_component():
+    assert lfs_migrate_argv("/l/f", pfl()) == [
+        "lfs", "migrate", "--non-block", "-E", str(MiB), "-L", "mdt",
+        "-E", str(64 * MiB), "-c", "2", "-S", str(MiB), "-o", "4,6", "-p", "flash",
+        "-E", str(256 * MiB), "-C", "4", "-S", str(4 * MiB), "-o", "1,1,3,3", "-p", "",
+        "-E", "-1", "-c", "8", "-S", str(4 * MiB), "-p", "", "/l/f"]  # lfs would carry "flash" over
+
+
+def test_migrate_on_lustre_gives_a_composite_file_its_layout_with_one_lfs_migrate(tmp_path, a_file, monkeypatch):
+    monkeypatch.setenv("PATH", f"{fake_lfs(tmp_path)}:{os.environ['PATH']}")
+    monkeypatch.setattr(lustre, "get_stripe", lambda p: None)
+    ino = migrate(str(a_file), pfl(), Identity.of(a_file.stat()), on_lustre=True)
+    assert ino == a_file.stat().st_ino
+    (call,) = calls(tmp_path)
+    assert call[:3] == ["migrate", "--non-block", "-E"] and call[-1] == str(a_file)
+    monkeypatch.setattr(lustre, "get_stripe", lambda p: pfl())  # already there (a rerun after a kill): no call
+    migrate(str(a_file), pfl(), on_lustre=True)
+    assert len(calls(tmp_path)) == 1
+
+
+def lov_with_mirror_ids(ids: list[int]) -> bytes:
+    """A lov_comp_md_v1 with one plain component per mirror, mirror IDs ``ids`` (lcme_id bits 16..30)."""
+    blobs = [lustre.V1_HEADER.pack(lustre.LOV_USER_MAGIC_V1, lustre.LOV_PATTERN_RAID0, bytes(16), MiB, 1, 0)
+             + lustre.OST_DATA.pack(bytes(16), 0, k) for k in range(len(ids))]
+    offset = lustre.COMP_HEADER.size + len(ids) * lustre.COMP_ENTRY.size
+    size = offset + sum(map(len, blobs))
+    out = bytearray(lustre.COMP_HEADER.pack(lustre.LOV_USER_MAGIC_COMP_V1, size, 0, 0, len(ids), len(ids) - 1, 0,
+                                            bytes(13)))
+    for mid, blob in zip(ids, blobs):
+        out += lustre.COMP_ENTRY.pack(mid << 16 | 1, lustre.LCME_FL_INIT, 0, lustre.LUSTRE_EOF, offset, len(blob),
+                                      0, 0, bytes(4))
+        offset += len(blob)
+    return bytes(out) + b"".join(blobs)
+
+
+def test_mirror_ids_are_read_from_the_component_ids():
+    raw = lov_with_mirror_ids([1, 3])
+    assert migrate_mod.mirror_ids_of(raw) == [1, 3]
+    assert lustre.parse_lov_user_md(raw, "f").mirrors[1][0].osts == (1,)  # the same buffer, as iez reads it
+
+
+def test_a_mirror_moves_on_lustre_by_extend_then_split_and_a_rerun_does_neither_again(tmp_path, a_file,
+                                                                                      monkeypatch):
+    from iez.model import EOF_END, Component
+
+    def mirrored(*osts):
+        return Layout.from_mirrors([[Component(0, EOF_END, len(o), MiB, None, o)] for o in osts], 0)
+
+    monkeypatch.setenv("PATH", f"{fake_lfs(tmp_path)}:{os.environ['PATH']}")
+    now = {"layout": mirrored((2, 3), (6, 7)), "ids": [1, 2]}
+    monkeypatch.setattr(lustre, "get_stripe", lambda p: now["layout"])
+    monkeypatch.setattr(migrate_mod, "mirror_ids", lambda p: now["ids"])
+    target = mirrored((5, 3), (6, 7))
+    assert migrate(str(a_file), target, on_lustre=True) == a_file.stat().st_ino
+    assert calls(tmp_path) == [
+        ["mirror", "extend", "-N", "-c", "2", "-S", str(MiB), "-o", "5,3", str(a_file)],
+        ["mirror", "split", "-d", "--mirror-id", "1", str(a_file)]]
+    # killed after the extend: the new copy is there (appended, mirror id 3), the old one too: only the split
+    now.update(layout=mirrored((2, 3), (6, 7), (5, 3)), ids=[1, 2, 3])
+    migrate(str(a_file), target, on_lustre=True)
+    assert calls(tmp_path)[2:] == [["mirror", "split", "-d", "--mirror-id", "1", str(a_file)]]
+    # done: the layout now holds the target's copies (in Lustre's order): nothing runs
+    now.update(layout=mirrored((6, 7), (5, 3)), ids=[2, 3])
+    migrate(str(a_file), target, on_lustre=True)
+    assert len(calls(tmp_path)) == 3
