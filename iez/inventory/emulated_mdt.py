@@ -273,8 +273,12 @@ class ChangelogWriter:
                 if entry is not None:
                     self._emit("SATTR", entry[0])
         for dfid, name, (fid, isdir) in moves.values():  # moved out of the trees: gone, for the inventory
-            self._forget(dfid, name)
-            self._emit("RMDIR" if isdir else "UNLNK", fid, dfid, name, flags=0 if isdir else LAST_LINK)
+            if isdir and fid in self.dirs and self.dirs[fid][0] != dfid:
+                self.entries.get(dfid, {}).pop(name, None)  # a new directory's look found it: MKDIR moved it
+                continue
+            self._forget(dfid, name)  # (or into a directory made since, whose look found it: then not its last name)
+            self._emit("RMDIR" if isdir else "UNLNK", fid, dfid, name,
+                       flags=0 if isdir or fid in self.links else LAST_LINK)
         for fid in modified:
             self._emit("MTIME", fid)
         if self.index != before:
