@@ -62,7 +62,7 @@ def root_ids(conn, roots: list[str]) -> tuple[list[int], bool] | None:
 def files_from_store(db, known: set[int], roots: list[str], *, capacity: dict[int, int] | None = None,
                      used: dict[int, int] | Callable[[dict[int, int]], dict[int, int]] | None = None,
                      pools: dict[str, list[int]] | None = None, usable: set[int] | None = None,
-                     full_load: int = FULL_LOAD_FILES):
+                     full_load: int | None = None):
     """``(files, per_ost, fixed, problems)`` as :func:`iez.rebalance.inventory.walk` gives them, from the
     inventory of ``roots`` (``db``: an engine or settings). ``capacity``/``used`` (bytes per OST; ``used`` may be
     a function of the per-OST bytes found), ``pools`` and ``usable`` choose the candidates of a large
@@ -79,7 +79,7 @@ def files_from_store(db, known: set[int], roots: list[str], *, capacity: dict[in
             count = conn.execute(select(func.count()).select_from(InvFile).where(*(() if scope is None else (scope,)))
                                  ).scalar()
             paths = Paths.load(conn)
-            if count <= full_load or capacity is None or used is None:
+            if count <= (FULL_LOAD_FILES if full_load is None else full_load) or capacity is None or used is None:
                 return _load_all(conn, paths, known, scope)
             return _load_candidates(conn, paths, known, scope, capacity, used, pools or {}, usable)
     finally:
