@@ -26,8 +26,8 @@ FLASH = [0, 1, 4, 5]
 S = 64 * KiB
 
 
-def cluster(tmp: Path, per_ost_mib: int = 64, mib_s: float = 400.0) -> Path:
-    osts = [{"index": j, "mib": per_ost_mib, "pools": ["flash"] if j in FLASH else []} for j in range(8)]
+def cluster(tmp: Path, per_ost_mib: int = 64, mib_s: float = 400.0, flash: bool = True) -> Path:
+    osts = [{"index": j, "mib": per_ost_mib, "pools": ["flash"] if j in FLASH and flash else []} for j in range(8)]
     return make_cluster(tmp, osts, per_oss=2, mib_s=mib_s)
 
 
@@ -64,12 +64,15 @@ def kinds(n: int, drained: int = 2) -> list[tuple[str, int, str]]:
     return out
 
 
-def tree(root: Path, n: int = 2, drained: int = 2, seed: int = 24, decorate_files: bool = True
-         ) -> dict[Path, dict]:
-    """The files below root/data (``n`` of each kind), decorated; their snapshots (:func:`snapshot`)."""
+def tree(root: Path, n: int = 2, drained: int = 2, seed: int = 24, decorate_files: bool = True,
+         plain: bool = True, pooled: bool = True) -> dict[Path, dict]:
+    """The files below root/data (``n`` of each kind; ``plain=False``: no plain file), decorated; their
+    snapshots (:func:`snapshot`); ``pooled=False``: no file with a component in pool flash)."""
     rng = random.Random(seed)
     snaps = {}
-    for k, (name, size, text) in enumerate(kinds(n, drained)):
+    chosen = [x for x in kinds(n, drained) if (plain or not x[0].startswith("plain"))
+              and (pooled or not x[0].startswith("pfl-pool"))]
+    for k, (name, size, text) in enumerate(chosen):
         path = put(root / "data" / f"d{k % 3}" / name, size, text, rng, hole=k % 2 == 0)
         if decorate_files:
             decorate(path, k, rng)
