@@ -78,3 +78,49 @@ def test_a_mirrored_or_pfl_file_changed_or_removed_after_the_plan_is_skipped_and
     assert out["files_moved"] == len(files) - 2
     assert [o for _, _, o in objects(lk.layout_of(Path(changed)))] == plan["moves"][0]["from"]
     assert not Path(removed).exists() and temporaries(root / "data") == []
+
+
+def test_the_planner_keeps_mirrors_in_distinct_domains_and_components_distinct():
+    from iez.layout.emulated import parse_attr
+    from iez.rebalance.inventory import entry
+    from iez.rebalance.plan import Ost, plan_domain
+
+    MiB = 1 << 20
+    dom = {0: "oss0", 1: "oss0", 2: "oss1", 3: "oss1"}
+    files = []
+    for k in range(6):  # mirror 1 on OST 0 (full), mirror 2 on OST 2: OST 3 is emptiest but in mirror 2's OSS
+        layout = parse_attr(f"version=3 mirror=1 comp=0:eof:{MiB}:1:0 mirror=2 comp=0:eof:{MiB}:1:2", "f")
+        f, _ = entry(f"/m{k}", 4 * MiB, k + 1, 0, 1, layout, {0, 1, 2, 3})
+        files.append(f)
+    over = parse_attr(f"version=2 comp=0:eof:{MiB}:2:0,1", "g")  # a PFL-style component: its OSTs stay distinct
+    g, _ = entry("/g", 8 * MiB, 99, 0, 1, over, {0, 1, 2, 3})
+    osts = [Ost(0, 100 * MiB, 60 * MiB), Ost(1, 100 * MiB, 30 * MiB), Ost(2, 100 * MiB, 40 * MiB),
+            Ost(3, 100 * MiB, 0)]
+    plan = plan_domain(osts, files + [g], target=0.2, domains=dom, improve_s=0.3)
+    assert plan.moves and plan.algorithm == "greedy"  # composite/mirrored files: the greedy alone
+    for m in plan.moves:
+        assert m.file.valid(m.to, dom)
+        if m.file.mirrors:
+            assert {dom[m.to[0]]} != {dom[m.to[1]]}, m.to
+            assert m.to[0] != 3 or dom[m.to[1]] != "oss1"
+        else:
+            assert len(set(m.to)) == 2
+
+
+def test_without_the_domains_the_same_plan_would_put_both_mirrors_on_one_oss():
+    """The constraint above is what keeps them apart: with each OST its own domain, the emptiest OST (3) takes
+    mirror 1 beside mirror 2 on OST 2 (OSS 1)."""
+    from iez.layout.emulated import parse_attr
+    from iez.rebalance.inventory import entry
+    from iez.rebalance.plan import Ost, plan_domain
+
+    MiB = 1 << 20
+    layout = parse_attr(f"version=3 mirror=1 comp=0:eof:{MiB}:1:0 mirror=2 comp=0:eof:{MiB}:1:2", "f")
+    files = [entry(f"/m{k}", 4 * MiB, k + 1, 0, 1, layout, {0, 1, 2, 3})[0] for k in range(6)]
+    osts = [Ost(0, 100 * MiB, 60 * MiB), Ost(1, 100 * MiB, 30 * MiB), Ost(2, 100 * MiB, 40 * MiB),
+            Ost(3, 100 * MiB, 0)]
+    blind = plan_domain(osts, files, target=0.2, improve_s=0.2)
+    assert any(m.to == (3, 2) for m in blind.moves)
+    dom = {0: "oss0", 1: "oss0", 2: "oss1", 3: "oss1"}
+    kept = plan_domain(osts, files, target=0.2, domains=dom, improve_s=0.2)
+    assert kept.moves and all(dom[m.to[0]] != dom[m.to[1]] for m in kept.moves)
