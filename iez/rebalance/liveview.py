@@ -42,7 +42,7 @@ class OwnTraffic:
         per: dict[int, int] = {}
         for osts in (move.get("from") or [], move.get("to") or []):
             if osts:
-                for j, n in zip(osts, raid0_bytes(move["bytes"], move["stripe_size"], len(osts))):
+                for j, n in zip(osts, raid0_bytes(move["bytes"], move.get("stripe_size") or MiB, len(osts))):
                     per[j] = per.get(j, 0) + n
         self.moves.append((start, max(end, start + 1e-6), per))
         while self.moves and self.moves[0][1] < end - self.keep_s:
@@ -88,14 +88,13 @@ class EmulatedView:
         return out
 
     def _sample(self) -> None:
-        now = time.time()
-        self.samples.append((now, self._counters()))
-        while len(self.samples) > 2 and self.samples[1][0] <= now - self.window_s:
-            self.samples.popleft()
+        self.samples.append((time.time(), self._counters()))
 
     def jobs_rates(self, own: OwnTraffic) -> dict[int, float]:
-        """Bytes/s of other traffic on each OST over the last few seconds (at least ``min_span_s``: the first
-        call waits that long between two readings)."""
+        """Bytes/s of other traffic on each OST over the last ``window_s`` seconds at most and ``min_span_s`` at
+        least (a call with no reading that recent waits that long between two)."""
+        while self.samples and self.samples[0][0] < time.time() - self.window_s:
+            self.samples.popleft()
         self._sample()
         span = self.samples[-1][0] - self.samples[0][0]
         if span < self.min_span_s:
@@ -139,6 +138,25 @@ class DbView:
             mine = own.bytes_between(now - window, now).get(o["index"], 0.0) / window
             out[o["index"]] = max(0.0, o["load_mib_s"] * MiB - mine)
         return out
+
+    def wait_fresh(self, since: float, stop) -> None:
+        """Until every OST's latest report was sampled one of its OSS's intervals after ``since`` (so the space
+        moves freed shows in the DB before the next plan reads it), four intervals at most, or ``stop`` is set."""
+        from datetime import datetime, timezone
+
+        def epoch(text: str) -> float:
+            return datetime.fromisoformat(text.rstrip("Z")).replace(tzinfo=timezone.utc).timestamp()
+
+        deadline = None
+        while not stop.is_set():
+            view = self._view()
+            interval = {o["id"]: o.get("interval_s") or 60.0 for o in view["oss"]}
+            if deadline is None:
+                deadline = since + 4 * max(interval.values(), default=60.0) + 5
+            if all(epoch(o["sample_time"]) >= since + interval.get(o["oss"], 60.0) for o in view["osts"]) \
+                    or time.time() > deadline:
+                return
+            stop.wait(0.5)
 
     def close(self) -> None:
         if self._engine is not None:

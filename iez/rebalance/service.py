@@ -337,6 +337,8 @@ class Balancer:
         os.replace(journal, self.state_dir / "last-pass.journal")
         os.replace(plan_path, self.state_dir / "last-pass.json")
         status.bytes_left, status.eta_s = 0, None
+        if isinstance(self.view, liveview.DbView):  # the DB's fills lag the moves by a report
+            self.view.wait_fresh(time.time(), self.stop)
         return None
 
     def _write_plan(self, doc: dict) -> Path:

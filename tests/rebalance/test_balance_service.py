@@ -300,3 +300,82 @@ def test_flags_override_the_config_and_a_bad_flag_is_named(tmp_path):
     assert out["action"] == "idle"
     done = iez(tmp_path, "balance", "--once", "--config", config, "--share", 0, check=False)
     assert done.returncode == 2 and "--share 0.0" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_the_service_serves_its_state_as_prometheus_metrics_and_stops_on_sigterm(tmp_path):
+    import urllib.request
+
+    root = small_cluster(tmp_path, {j: 0.5 for j in range(8)})
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([*IEZ, "balance", "--root", str(root), "--interval", "0.5", "--metrics-bind",
+                             f"127.0.0.1:{port}"], env=env_for(tmp_path), cwd=REPO, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        state = tmp_path / "state"
+        wait_for("the first look", lambda: pool_status(state).get("state") == "idle", proc, timeout=60)
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+        assert "iez_balance_up 1.0" in text
+        assert 'iez_balance_pool_state{pool="",state="idle"} 1.0' in text
+        assert 'iez_balance_pool_paused{pool=""} 0.0' in text and "iez_balance_bytes_moved_total" in text
+        second = iez(tmp_path, "balance", "--once", "--root", root, check=False)
+        assert second.returncode == 2 and "another iez balance" in second.stderr
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0, proc.stderr.read()
+    assert balance_status(tmp_path / "state")["action"] == "stopped"
+
+
+def test_through_the_db_the_live_view_is_the_mds_measured_load(tmp_path):
+    """--db: OSTs and loads from the interaction DB, as an MDS learnt them from the emulated servers' agents."""
+    import sqlite3
+
+    root = small_cluster(tmp_path, {j: 0.2 + 0.1 * j for j in range(8)})
+    db = tmp_path / "live.db"
+    iez(tmp_path, "db", "upgrade", "--db", db)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        endpoint = f"tcp://127.0.0.1:{s.getsockname()[1]}"
+    procs = [subprocess.Popen([*IEZ, "mds", "--db", str(db), "--bind", endpoint, "--interval", "1", "--insecure",
+                               "--status-file", str(tmp_path / "mds-status.json"), "--cpu-max", "100",
+                               "--mem-max", "100"], env=env_for(tmp_path), cwd=REPO, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL),
+             subprocess.Popen([*IEZ, "cluster", "emulate", "--cluster", str(tmp_path / "cluster-desc.json"),
+                               "--root", str(root), "--data", str(root / "data"), "--mds", endpoint,
+                               "--interval", "1", "--insecure"], env=env_for(tmp_path), cwd=REPO,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+
+    def stored(sql: str):
+        try:
+            with sqlite3.connect(db) as conn:
+                return conn.execute(sql).fetchone()
+        except sqlite3.Error:
+            return None
+
+    try:
+        wait_for("8 OSTs in the DB", lambda: (stored("SELECT COUNT(*) FROM osts") or [0])[0] == 8, timeout=60)
+        sha = digests(root)
+        iez(tmp_path, "cluster", "set", "--root", root, "--ost", 7, "--load", 60)
+        wait_for("the MDS storing OST 7's load", lambda: ((stored(
+            "SELECT load_bytes_s FROM osts WHERE ost_index = 7") or [0])[0] or 0) > 30 * MiB, timeout=60)
+        out = once(tmp_path, root, "--db", db, "--busy-mib-s", 30)
+        assert out["action"] == "paused" and out["reason"].startswith("busy") and "OST 7 at" in out["reason"], out
+        assert digests(root) == sha
+        iez(tmp_path, "cluster", "set", "--root", root, "--ost", 7, "--load", 0)
+        iez(tmp_path, "cluster", "set", "--root", root, "--ost", 2, "--state", "readonly")
+        wait_for("the MDS storing OST 2 readonly", lambda: (stored(
+            "SELECT state FROM osts WHERE ost_index = 2") or [""])[0] == "readonly", timeout=60)
+        out = once(tmp_path, root, "--db", db, "--busy-mib-s", 1000)
+        assert out["action"] == "paused" and out["reason"].startswith("degraded") and "2 readonly" in out["reason"]
+        iez(tmp_path, "cluster", "set", "--root", root, "--ost", 2, "--state", "active")
+        wait_for("OST 2 active again", lambda: (stored("SELECT state FROM osts WHERE ost_index = 2") or [""])[0]
+                 == "active", timeout=60)
+        out = once(tmp_path, root, "--db", db, "--busy-mib-s", 1000)
+        assert out["action"] == "moved" and out["bytes_moved"] > 0, out
+        assert sorted(digests(root).values()) == sorted(sha.values())
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            p.wait(30)
