@@ -33,6 +33,7 @@ LOST_EVENTS = "iez-lost-events"
 _FID = r"\[(0x[0-9a-fA-F]+|0):(0x[0-9a-fA-F]+):(0x[0-9a-fA-F]+)\]"
 _HEAD = re.compile(r"(\d+) (\d\d)([A-Z]+) (\d\d:\d\d:\d\d\.\d+) (\d{4}\.\d\d\.\d\d) (0x[0-9a-fA-F]+) ")
 _FID_RE = re.compile(_FID)
+_RENAMES = frozenset(("RENME", "MIGRT"))
 #: Namespace records: they carry ``p=[PARENT] NAME``.
 _NAMED = frozenset(("CREAT", "MKDIR", "HLINK", "SLINK", "MKNOD", "UNLNK", "RMDIR", "RENME", "RNMTO"))
 
@@ -41,7 +42,7 @@ class ChangelogError(ValueError):
     """A record that is not a Lustre changelog record; the message names its number or line."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: a frozen dataclass's __init__ costs as much as the parse
 class Record:
     index: int
     type: str  # CREAT, RENME, ...
@@ -84,9 +85,78 @@ def fid_of_inode(ino: int) -> str:
     return f"{EMULATED_SEQ + (ino >> 32):#x}:{ino & 0xFFFFFFFF:#x}:0x0"
 
 
+_FAST = re.compile(r"(\d+) (\d\d)([A-Z]+) (\d\d:\d\d:\d\d\.\d+ \d{4}\.\d\d\.\d\d) (0x[0-9a-f]+) "
+                   r"t=\[((?:0x[0-9a-f]+|0):0x[0-9a-f]+:0x[0-9a-f]+)\]((?: [a-z]+=[^ \[]*)*)"
+                   r"(?: p=\[((?:0x[0-9a-f]+|0):0x[0-9a-f]+:0x[0-9a-f]+)\](?: (.*))?)?")
+_SOURCE = re.compile(r"(.*) s=\[((?:0x[0-9a-f]+|0):0x[0-9a-f]+:0x[0-9a-f]+)\] "
+                     r"sp=\[((?:0x[0-9a-f]+|0):0x[0-9a-f]+:0x[0-9a-f]+)\] (.+)")
+
+
 def parse(line: str, where: str = "changelog") -> Record:
     """One ``lfs changelog`` line; :class:`ChangelogError` naming the record (or ``where``) otherwise."""
     line = line.rstrip("\n")
+    m = _FAST.fullmatch(line)  # the canonical form lfs prints: one regular expression
+    if m is None:
+        return _parse_slow(line, where)
+    index, code, kind, stamp, flags, target, extra, parent, name = m.groups()
+    if TYPES.get(int(code)) != kind:
+        return _parse_slow(line, where)
+    source = sparent = sname = None
+    if name is not None and kind in _RENAMES and " s=[" in name:
+        s = _SOURCE.fullmatch(name)
+        if s is None:
+            return _parse_slow(line, where)
+        name, source, sparent, sname = s.groups()
+    if kind in _NAMED and not name:
+        return _parse_slow(line, where)
+    uid = gid = job = None
+    if extra:
+        for field in extra[1:].split(" "):
+            key, _, value = field.partition("=")
+            if key == "u":
+                u, colon, g = value.partition(":")
+                if not (colon and u.isdigit() and g.isdigit()):
+                    return _parse_slow(line, where)
+                uid, gid = int(u), int(g)
+            elif key == "j":
+                job = value
+    return Record(int(index), kind, int(flags, 16), target, stamp, parent, name, source, sparent, sname, uid, gid, job)
+
+
+_MANY = re.compile("^" + _FAST.pattern + "$", re.M)
+
+
+def parse_many(lines: list[str], where: str = "changelog") -> list[Record]:
+    """Many lines at once (one regular-expression scan of the block, for ingest rates); a line that is not in
+    the canonical form is parsed alone, and a bad one raises as :func:`parse` does."""
+    block = "".join(lines)
+    found = _MANY.findall(block) if block.count("\n") == len(lines) else ()
+    if len(found) != len(lines):
+        return [parse(line, where) for line in lines]
+    out = []
+    append = out.append
+    for (index, code, kind, stamp, flags, target, extra, parent, name), line in zip(found, lines):
+        if TYPES.get(int(code)) != kind or (kind in _NAMED and not name) or (name and " s=[" in name):
+            append(parse(line, where))
+            continue
+        uid = gid = job = None
+        if extra:
+            for field in extra[1:].split(" "):
+                key, _, value = field.partition("=")
+                if key == "u":
+                    u, colon, g = value.partition(":")
+                    if not (colon and u.isdigit() and g.isdigit()):
+                        return [parse(one, where) for one in lines]
+                    uid, gid = int(u), int(g)
+                elif key == "j":
+                    job = value
+        append(Record(int(index), kind, int(flags, 16), target, stamp, parent or None, name or None, None, None,
+                      None, uid, gid, job))
+    return out
+
+
+def _parse_slow(line: str, where: str) -> Record:
+    """Every other form (upper-case hex, fields in another order), and the error naming a bad record."""
     head = _HEAD.match(line)
     if head is None:
         number = line.split(" ", 1)[0]

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import Engine, select, update
 
 from iez.inventory import store
-from iez.inventory.changelog import LAST_LINK, LOST_EVENTS, ZERO_FID, Record, fid_of_inode, parse
+from iez.inventory.changelog import LAST_LINK, LOST_EVENTS, ZERO_FID, Record, fid_of_inode, parse_many
 from iez.inventory.scan import file_row, scan
 from iez.inventory.tables import InvFile
 from iez.layout.read import LayoutReader
@@ -106,25 +106,38 @@ class Consumer:
             position = last
         expected = position + 1
         pending: list[Record] = []
-        for number, line in enumerate(self.reader.lines(position + 1), start=1):
-            rec = parse(line, f"{self.mdt} changelog line {number}")
-            if rec.index < expected:
-                continue  # committed before (a log read from its start, or a clear not yet done)
-            hole = rec.index > expected and position > 0
-            lost = rec.type == "MARK" and rec.name == LOST_EVENTS
-            if hole or lost:
-                if pending:
+        lines: list[str] = []
+        read = 0
+
+        def take(chunk: list[str]) -> None:
+            nonlocal expected, pending, position
+            for rec in parse_many(chunk, f"{self.mdt} changelog after record {expected - 1}"):
+                if rec.index < expected:
+                    continue  # committed before (a log read from its start, or a clear not yet done)
+                hole = rec.index > expected and position > 0
+                lost = rec.type == "MARK" and rec.name == LOST_EVENTS
+                if hole or lost:
+                    if pending:
+                        self._commit(pending, report)
+                        pending = []
+                    why = (f"records {expected}..{rec.index - 1} are missing (cleared or purged before this "
+                           "consumer read them)" if hole else f"the MDT lost events before record {rec.index}")
+                    self._rescan(report, why, rec.index - (0 if lost else 1))
+                pending.append(rec)
+                expected = rec.index + 1
+                position = max(position, 1)
+                if len(pending) >= self.batch:
                     self._commit(pending, report)
                     pending = []
-                why = (f"records {expected}..{rec.index - 1} are missing (cleared or purged before this consumer "
-                       "read them)" if hole else f"the MDT lost events before record {rec.index}")
-                self._rescan(report, why, rec.index - (0 if lost else 1))
-            pending.append(rec)
-            expected = rec.index + 1
-            position = max(position, 1)
-            if len(pending) >= self.batch:
-                self._commit(pending, report)
-                pending = []
+
+        for line in self.reader.lines(position + 1):
+            lines.append(line if line.endswith("\n") else line + "\n")
+            read += 1
+            if len(lines) >= 4096:
+                take(lines)
+                lines = []
+        if lines:
+            take(lines)
         if pending:
             self._commit(pending, report)
         report.seconds = time.monotonic() - started

@@ -25,8 +25,9 @@ from sqlalchemy import Engine
 
 from iez.inventory import store
 from iez.inventory.changelog import fid_of_inode
-from iez.layout.emulated import format_attr
+from iez.layout.emulated import format_attr, parse_attr
 from iez.layout.read import LayoutReader
+from iez.layout.usage import ost_bytes
 from iez.move.temps import is_temporary
 
 #: Rows a scan writes per transaction.
@@ -50,23 +51,47 @@ class ScanReport:
 
 def file_row(path: str, st: os.stat_result, fid: str, parent: str, name: str, root_id: int, gen: int,
              reader: LayoutReader) -> tuple[dict, list[tuple[int, int]], str | None]:
-    """A file's inventory row, its stripe objects (as the planner counts them) and a problem, if any."""
-    from iez.rebalance.inventory import entry
-
+    """A file's inventory row, its stripe objects (bytes per OST as :func:`iez.layout.usage.ost_bytes` counts
+    them, which is what :func:`iez.rebalance.inventory.entry` reports) and a problem, if any. What can move is
+    decided when a plan loads the row, by ``entry()`` itself."""
     layout_text, pairs, problem = None, [], None
     try:
-        found = reader.layout(path, st)
+        found = _layout(reader, path, st)
     except (OSError, ValueError) as err:
         found, problem = None, str(err)
     if found is not None:
-        layout, _ = found
-        layout_text = format_attr(layout)
-        _, pairs = entry(path, st.st_size, st.st_ino, st.st_mtime_ns, st.st_nlink, layout, set())
+        layout, layout_text = found
+        pairs = ost_bytes(layout, st.st_size)
     row = {"fid": fid, "parent": parent, "name": name, "root_id": root_id, "size": st.st_size,
            "layout": layout_text, "uid": st.st_uid, "gid": st.st_gid, "mode": st.st_mode, "nlink": st.st_nlink,
            "ino": st.st_ino, "mtime_ns": st.st_mtime_ns, "ctime_ns": st.st_ctime_ns, "atime_ns": st.st_atime_ns,
            "stale": 0, "gen": gen}
     return row, pairs, problem
+
+
+_PARSED: dict[bytes, tuple] = {}
+
+
+def _layout(reader: LayoutReader, path: str, st: os.stat_result):
+    """``(layout, its text)`` or None. In emulation the layout attribute's text is parsed once per distinct
+    text (many files share a layout); Lustre and the sidecar log go through the reader."""
+    if not reader.on_lustre(path, st):
+        try:
+            raw = os.getxattr(path, reader.xattr, follow_symlinks=False)
+        except OSError:
+            raw = None
+        if raw is not None:
+            hit = _PARSED.get(raw)
+            if hit is None:
+                layout = parse_attr(raw, path)
+                hit = (layout, format_attr(layout))
+                if len(_PARSED) < 100_000:
+                    _PARSED[raw] = hit
+            return hit
+    found = reader.layout(path, st)
+    if found is None:
+        return None
+    return found[0], format_attr(found[0])
 
 
 class Fids:

@@ -35,7 +35,7 @@ CANDIDATE_FACTOR = 3.0
 #: Objects larger than the excess also loaded per such OST (the smallest of them).
 COVERING = 32
 #: Candidate objects loaded at most, over all OSTs.
-MAX_CANDIDATES = 400_000
+MAX_CANDIDATES = 150_000
 _CHUNK = 900
 
 

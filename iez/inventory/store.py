@@ -42,21 +42,26 @@ def _chunks(rows: list, size: int = CHUNK) -> Iterator[list]:
 
 
 def _upsert(conn: Connection, table, rows: list[dict], columns: tuple[str, ...], keys: tuple[str, ...]) -> None:
+    """One multi-row upsert per chunk, through the driver (no per-row statement compilation)."""
     if not rows:
         return
     changing = [c for c in columns if c not in keys]
+    names = ", ".join(f"`{c}`" if not is_sqlite(conn) else f'"{c}"' for c in columns)
     if is_sqlite(conn):
-        from sqlalchemy.dialects.sqlite import insert
-
-        stmt = insert(table)
-        stmt = stmt.on_conflict_do_update(index_elements=list(keys), set_={c: stmt.excluded[c] for c in changing})
+        sql = (f"INSERT INTO {table.name} ({names}) VALUES ({', '.join('?' * len(columns))}) "
+               f"ON CONFLICT ({', '.join(keys)}) DO UPDATE SET " + ", ".join(f'"{c}" = excluded."{c}"' for c in changing))
     else:
-        from sqlalchemy.dialects.mysql import insert
+        sql = (f"INSERT INTO {table.name} ({names}) VALUES ({', '.join(['%s'] * len(columns))}) "
+               "ON DUPLICATE KEY UPDATE " + ", ".join(f"`{c}` = VALUES(`{c}`)" for c in changing))
+    values = [tuple(r[c] for c in columns) for r in rows]
+    for part in _chunks(values, 5000):
+        conn.exec_driver_sql(sql, part)
 
-        stmt = insert(table)
-        stmt = stmt.on_duplicate_key_update({c: stmt.inserted[c] for c in changing})
-    for part in _chunks(rows, max(1, 30000 // len(columns))):
-        conn.execute(stmt, part)
+
+def _delete_in(conn: Connection, table: str, column: str, keys: list) -> None:
+    mark = "?" if is_sqlite(conn) else "%s"
+    for part in _chunks(keys, 900):
+        conn.exec_driver_sql(f"DELETE FROM {table} WHERE {column} IN ({', '.join([mark] * len(part))})", tuple(part))
 
 
 def put_files(conn: Connection, rows: list[dict], objects: dict[str, list[tuple[int, int]]]) -> None:
@@ -64,20 +69,18 @@ def put_files(conn: Connection, rows: list[dict], objects: dict[str, list[tuple[
     if not rows:
         return
     fids = [r["fid"] for r in rows]
-    for part in _chunks(fids):
-        conn.execute(delete(InvObject.__table__).where(InvObject.fid.in_(part)))
+    _delete_in(conn, "inv_objects", "fid", fids)
     _upsert(conn, InvFile.__table__, rows, FILE_COLUMNS, ("fid",))
-    objs = [{"fid": fid, "seq": seq, "ost": ost, "bytes": nbytes}
-            for fid in fids for seq, (ost, nbytes) in enumerate(objects.get(fid, ()))]
-    for part in _chunks(objs, 7000):
-        conn.execute(InvObject.__table__.insert(), part)
+    objs = [(fid, seq, ost, nbytes) for fid in fids for seq, (ost, nbytes) in enumerate(objects.get(fid, ()))]
+    mark = "?" if is_sqlite(conn) else "%s"
+    for part in _chunks(objs, 5000):
+        conn.exec_driver_sql(f"INSERT INTO inv_objects (fid, seq, ost, bytes) VALUES ({', '.join([mark] * 4)})", part)
 
 
 def delete_files(conn: Connection, fids: Iterable[str]) -> None:
     fids = list(fids)
-    for part in _chunks(fids):
-        conn.execute(delete(InvObject.__table__).where(InvObject.fid.in_(part)))
-        conn.execute(delete(InvFile.__table__).where(InvFile.fid.in_(part)))
+    _delete_in(conn, "inv_objects", "fid", fids)
+    _delete_in(conn, "inv_files", "fid", fids)
 
 
 def put_dirs(conn: Connection, rows: list[dict]) -> None:
