@@ -97,6 +97,11 @@ class Consumer:
         report = FollowReport(self.mdt, self.user)
         with store.transaction(self.engine) as conn:
             position = store.lock_position(conn, self.mdt, self.user, self.roots)
+            unseeded = [r for r in self.roots if r not in store.seeded_roots(conn) and os.path.isdir(r)]
+        if unseeded:  # records only say what changed: the tree they change must be known first
+            scan(self.engine, unseeded)
+            report.notes.append(f"seeded {', '.join(unseeded)} by a scan first (it had never been scanned)")
+        with store.transaction(self.engine) as conn:
             self.paths = store.Paths.load(conn)
         report.position = position
         last = self.reader.last_index()

@@ -190,3 +190,17 @@ def test_a_lost_events_mark_is_rescanned(engine, tmp_path):
     report = consumer(engine, log, data).run_once()
     assert report.rescans == 1 and "lost events" in report.notes[0]
     assert held(engine) == tree(data)
+
+
+def test_following_a_tree_never_scanned_seeds_it_first(engine, tmp_path):
+    rng = random.Random(6)
+    data = tmp_path / "data"
+    put(data / "before", 100, (0,), rng)
+    log = tmp_path / "changelog"
+    writer = ChangelogWriter([str(data)], log)
+    put(data / "after", 200, (1,), rng)
+    writer.poll()
+    writer.close()
+    report = consumer(engine, log, data).run_once()
+    assert "seeded" in report.notes[0]
+    assert held(engine) == tree(data)
