@@ -26,6 +26,8 @@ import signal
 import sys
 from pathlib import Path
 
+from iez.commands.db import db_errors
+
 _PRELOADED = "IEZ_BALANCE_PRELOADED"
 #: The settings flags (dest -> the key of the config file), each overriding the file.
 _SETTINGS = ("root", "db", "high_water", "low_water", "target", "hysteresis", "share", "busy_mib_s", "interval",
@@ -114,6 +116,7 @@ def _lock(state_dir: Path):
     return handle
 
 
+@db_errors
 def _run(args: argparse.Namespace) -> int:
     from iez.config import Settings
     from iez.rebalance.service import Balancer

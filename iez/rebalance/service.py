@@ -171,6 +171,7 @@ class Balancer:
                     files_moved_total=int(entry.get("files_moved_total") or 0), passes=int(entry.get("passes") or 0))
         self.started = time.time()
         self.last_action = "idle"
+        self.error = ""  # why the last look failed (the service retries)
 
     # -- what there is ------------------------------------------------------------------------------------
     def inventory(self):
@@ -468,7 +469,15 @@ class Balancer:
     def serve(self) -> None:
         """Look at every pool every ``interval`` seconds (a paused pool: every few seconds) until :attr:`stop`."""
         while not self.stop.is_set():
-            step = self.step()
+            try:
+                step = self.step()
+                self.error = ""
+            except Exception as err:  # noqa: BLE001 - a failed look (DB away, a tree unreadable) is retried, said
+                self.error = f"{type(err).__name__}: {err}"
+                self.log(f"this look failed ({self.error}); again in {min(self.settings.interval, 30.0):g} s")
+                self._save()
+                self.stop.wait(min(self.settings.interval, 30.0))
+                continue
             if self.stop.is_set():
                 break
             if step.action == "paused":

@@ -33,7 +33,8 @@ class StatusFile:
         b = self.balancer
         s = b.settings
         return {"pid": os.getpid(), "host": socket.gethostname(), "started": round(b.started, 3),
-                "updated": round(time.time(), 3), "action": b.last_action, "dry_run": b.dry_run,
+                "updated": round(time.time(), 3), "action": b.last_action, "error": b.error or None,
+                "dry_run": b.dry_run,
                 "root": s.root, "state_dir": str(b.state_dir),
                 "settings": {"high_water": s.high_water, "low_water": s.low_water, "target": s.target,
                              "hysteresis": s.hysteresis, "share": s.share, "busy_mib_s": s.busy_mib_s,
@@ -78,7 +79,7 @@ def text(doc: dict) -> str:
     """A few lines for ``iez status``."""
     head = (f"Balancer ({'running, pid ' + str(doc.get('pid')) if doc.get('running') else 'not running'}; "
             f"updated {doc.get('age_s', 0):.0f} s ago):")
-    lines = [head]
+    lines = [head] + ([f"  last look failed: {doc['error']}"] if doc.get("error") else [])
     for p in doc.get("pools", []):
         name = p.get("pool") or "(all)"
         line = f"  pool {name}: {p.get('state')}"
