@@ -143,12 +143,14 @@ def synthesize(db: str, files: int, seed: int = 0) -> dict:
     con = sqlite3.connect(db)
     con.execute("PRAGMA journal_mode=WAL")
     con.execute("PRAGMA synchronous=OFF")
+    con.execute("PRAGMA cache_size=-1048576")  # 1 GiB of pages while loading
     for index in ("ix_inv_objects_ost_bytes", "ix_inv_files_parent", "ix_inv_files_root", "ix_inv_files_stale"):
         con.execute(f"DROP INDEX IF EXISTS {index}")
     root = "/lustre/bench"
     con.execute("INSERT INTO inv_roots (id, path_hash, path, fid, generation, scanned, scan_s) VALUES "
                 "(1, 'x', ?, '0x200000007:0x1:0x0', 1, '2026-11-26 12:00:00', 0)", (root,))
     ndirs = max(1, files // 10000)
+    con.execute("PRAGMA cache_size=-1048576")
     con.executemany("INSERT INTO inv_dirs VALUES (?, ?, ?, 1, 1)",
                     [("0x200000007:0x1:0x0", None, root, )] + [(f"0x200000008:{d:#x}:0x0", "0x200000007:0x1:0x0",
                                                                   f"d{d}") for d in range(ndirs)])
@@ -168,7 +170,7 @@ def synthesize(db: str, files: int, seed: int = 0) -> dict:
         text = layouts.get(osts)
         if text is None:
             text = layouts[osts] = f"version=1 stripe_size={MiB} stripe_count={count} osts={','.join(map(str, osts))}"
-        fid = f"0x200000400:{n:#x}:0x0"
+        fid = f"0x200000400:0x{n:08x}:0x0"  # zero-padded: rows arrive in key order (a bulk load, not a changelog)
         batch_f.append((fid, f"0x200000008:{n % ndirs:#x}:0x0", f"f{n}", 1, size, text, 0, 0, 0o100644, 1, n + 100,
                         0, 0, 0, 0, 1))
         for seq, (j, b) in enumerate(zip(osts, raid0_bytes(size, MiB, count))):

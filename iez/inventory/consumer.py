@@ -34,12 +34,12 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 
-from sqlalchemy import Engine, select, update
+from sqlalchemy import Engine, func, select, update
 
 from iez.inventory import store
 from iez.inventory.changelog import LAST_LINK, LOST_EVENTS, ZERO_FID, Record, fid_of_inode, parse_many
 from iez.inventory.scan import file_row, scan
-from iez.inventory.tables import InvFile
+from iez.inventory.tables import InvFile, InvRoot
 from iez.layout.read import LayoutReader
 from iez.move.temps import is_temporary
 
@@ -88,7 +88,8 @@ class Consumer:
         self.roots = [os.path.abspath(r) for r in roots]
         self.batch, self.max_lag, self.mount = batch, max_lag, lustre_mount
         self.layouts = LayoutReader()
-        self.paths: store.Paths | None = None
+        self.paths: store.Paths | None = None  # kept between reads while no scan has run
+        self._scans = None
 
     # -- the loop ---------------------------------------------------------------------------------------------
     def run_once(self) -> FollowReport:
@@ -102,7 +103,9 @@ class Consumer:
             scan(self.engine, unseeded)
             report.notes.append(f"seeded {', '.join(unseeded)} by a scan first (it had never been scanned)")
         with store.transaction(self.engine) as conn:
-            self.paths = store.Paths.load(conn)
+            scans = conn.execute(select(func.sum(InvRoot.generation), func.count())).one()
+            if self.paths is None or scans != self._scans:  # directories as a scan left them
+                self.paths, self._scans = store.Paths.load(conn), scans
         report.position = position
         last = self.reader.last_index()
         if last is not None and last - position > self.max_lag:
@@ -178,7 +181,11 @@ class Consumer:
             records = [r for r in records if r.index > position]  # another consumer got there first
             if not records:
                 return
-            written, removed = self._apply(conn, records)
+            try:
+                written, removed = self._apply(conn, records)
+            except BaseException:
+                self.paths = None  # the batch's directory changes are rolled back: reload them next time
+                raise
             store.save_position(conn, self.mdt, self.user, records[-1].index, len(records))
         self.reader.clear(records[-1].index)
         report.records += len(records)
