@@ -103,8 +103,8 @@ def _drain(args: argparse.Namespace) -> int:
         else:
             print(f"{out['status']}: OST {','.join(map(str, out['draining'])) or '-'}"
                   f"{' (pid ' + str(out['pid']) + ')' if out['running'] else ''}; {out['files_moved']} files "
-                  f"({out['bytes_moved']} bytes) moved; objects left {out['objects_left']}, bytes left "
-                  f"{out['bytes_left']}; refusing new stripes: {','.join(map(str, out['nocreate'])) or 'none'}")
+                  f"({out['bytes_moved']} bytes) moved; objects left {_known(out['objects_left'])}, bytes left "
+                  f"{_known(out['bytes_left'])}; refusing new stripes: {','.join(map(str, out['nocreate'])) or 'none'}")
         return 0
     if args.cancel:
         out = drain.cancel(target)
@@ -129,6 +129,10 @@ def _drain(args: argparse.Namespace) -> int:
         for x in report["left"][:20]:
             print(f"  {x['file']}: {x['objects']} object(s) on OST {x['ost']}: {x['reason']}")
     return 0 if report["objects_left"] == 0 else 1
+
+
+def _known(value) -> str:
+    return "-" if value is None else str(value)
 
 
 def _undrain(args: argparse.Namespace) -> int:
