@@ -205,10 +205,23 @@ def files_or_walk(roots: list[str], known: set[int], settings=None, cluster: str
         try:
             caught_up = _catch_up(engine, cluster) if cluster else None
             found = files_from_store(engine, known, roots, **options)
-            return found, {"inventory": "store", **({"changelog_records": caught_up} if caught_up else {})}
+            return found, {"inventory": "store", "inventory_age_s": _age(engine, roots),
+                           **({"changelog_records": caught_up} if caught_up else {})}
         except (OSError, ValueError) as err:
             why = str(err)
     return walk(roots, known), {"inventory": "walk", **({"inventory_reason": why} if why else {})}
+
+
+def _age(engine: Engine, roots: list[str]) -> float | None:
+    """Seconds since the inventory of ``roots`` was last brought up to date (its scan or a changelog batch)."""
+    from iez.db.models import utcnow
+    from iez.inventory.tables import InvChangelog
+
+    with engine.connect() as conn:
+        seeded = seeded_roots(conn)
+        times = [seeded[os.path.abspath(r)]["scanned"] for r in roots if os.path.abspath(r) in seeded]
+        times += [t for (t,) in conn.execute(select(InvChangelog.updated)) if t is not None]
+    return round((utcnow() - max(times)).total_seconds(), 1) if times else None
 
 
 def _settings():
