@@ -14,11 +14,10 @@ import time
 from pathlib import Path
 
 import layout_kinds as lk
-from rebalance_helpers import MiB
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "move"))
 
-from move_helpers import compare, snapshot, temporaries  # noqa: E402
+from move_helpers import compare, temporaries  # noqa: E402
 
 from iez.emulate.cluster import ClusterLayout, tree_states  # noqa: E402
 

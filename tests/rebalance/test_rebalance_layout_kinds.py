@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import layout_kinds as lk
-from test_drain import check_intact, env_for, iez, objects
+from test_drain import check_intact, iez, objects
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "move"))
 
