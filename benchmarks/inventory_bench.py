@@ -204,7 +204,10 @@ sys.path.insert(0, sys.argv[1])
 spec = json.loads(sys.argv[2])
 t0 = time.monotonic()
 from iez.config import Settings
+from iez.inventory import source
 from iez.inventory.source import files_from_store
+if spec.get("max_candidates"):
+    source.MAX_CANDIDATES = spec["max_candidates"]
 from iez.rebalance.inventory import Inventory
 from iez.rebalance.plan import Ost
 from iez.rebalance.pools import build
@@ -226,8 +229,22 @@ print(json.dumps({"seconds": round(done, 1), "load_s": round(loaded, 1), "candid
 """
 
 
-def plan_10m(db: str, spec: dict, improve_s: float) -> dict:
-    arg = json.dumps({**spec, "db": db, "improve_s": improve_s})
+def respec(db: str, seed: int = 0) -> dict:
+    """The spec :func:`synthesize` returned, again, from its database (the same seed draws the same fills)."""
+    rng = random.Random(seed)
+    weights = [rng.uniform(0.2, 0.9) for _ in range(OSTS)]
+    con = sqlite3.connect(db)
+    per_ost = dict(con.execute("SELECT ost, SUM(bytes) FROM inv_objects GROUP BY ost").fetchall())
+    files = con.execute("SELECT count(*) FROM inv_files").fetchone()[0]
+    con.close()
+    cap = [max(1, int(per_ost.get(j, 0) / (weights[j] * 0.95))) for j in range(OSTS)]
+    return {"files": files, "capacity": cap, "base": [int(0.05 * weights[j] * cap[j]) for j in range(OSTS)],
+            "root": "/lustre/bench"}
+
+
+def plan_10m(db: str, spec: dict, improve_s: float, max_candidates: int | None = None) -> dict:
+    arg = json.dumps({**{k: spec[k] for k in ("capacity", "base", "root")}, "db": db, "improve_s": improve_s,
+                      "max_candidates": max_candidates})
     done = subprocess.run([sys.executable, "-c", PLAN_CHILD, str(Path(__file__).resolve().parents[1]), arg],
                           capture_output=True, text=True)
     if done.returncode != 0:
@@ -329,7 +346,10 @@ def main() -> int:
     parser.add_argument("--mysql", default=os.environ.get("IEZ_BENCH_MYSQL", "mysql://root@127.0.0.1:3306/iez_bench_inv"),
                         help="the MariaDB database to ingest into (dropped and made anew); 'none' to skip")
     parser.add_argument("--skip", action="append", default=[], choices=("ingest", "synthetic", "tree"))
-    parser.add_argument("--dir", help="scratch directory (default: a new one under /tmp)")
+    parser.add_argument("--dir", help="scratch directory (default: a new one under /tmp); kept afterwards")
+    parser.add_argument("--replan", action="store_true",
+                        help="plan again from the synthetic inventory a run with --dir left there (no generation)")
+    parser.add_argument("--max-candidates", type=int, help="files a large inventory's plan loads at most")
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON object at the end")
     args = parser.parse_args()
     n_ingest = args.ingest or (5_000 if args.quick else 100_000)
@@ -349,11 +369,16 @@ def main() -> int:
                 print(f"ingest into {name}: {r['records']} records in {r['seconds']} s = {r['records_per_s']} "
                       f"records/s (target 50,000)", flush=True)
         if "synthetic" not in args.skip:
-            db = fresh(str(top / "synthetic.db"))
-            spec = synthesize(db, n_synth)
-            print(f"synthetic inventory: {n_synth} files generated in {spec['generated_s']} s, indexed in "
-                  f"{spec['indexed_s']} s", flush=True)
-            r = out["synthetic_plan"] = {"files": n_synth, **plan_10m(db, spec, args.improve_s)}
+            if args.replan:
+                db = str(top / "synthetic.db")
+                spec = respec(db)
+                n_synth = spec["files"]
+            else:
+                db = fresh(str(top / "synthetic.db"))
+                spec = synthesize(db, n_synth)
+                print(f"synthetic inventory: {n_synth} files generated in {spec['generated_s']} s, indexed in "
+                      f"{spec['indexed_s']} s", flush=True)
+            r = out["synthetic_plan"] = {"files": n_synth, **plan_10m(db, spec, args.improve_s, args.max_candidates)}
             print(f"plan from the {n_synth}-file inventory: {r['seconds']} s (loading {r['load_s']} s, "
                   f"{r['candidates']} candidates), peak RSS {r['peak_rss_mib']} MiB (targets 60 s, 4096 MiB); "
                   f"spread {r['spread_before']} -> {r['spread_after']}, {r['bytes_moved']} bytes moved "
