@@ -279,9 +279,11 @@ class Consumer:
         look |= {fid for (fid,) in conn.execute(select(InvFile.fid).where(InvFile.stale == 1))} - gone
         known = {}
         want = sorted(look)
-        for part in store._chunks(want):
-            for fid, parent, name in conn.execute(select(InvFile.fid, InvFile.parent, InvFile.name)
-                                                  .where(InvFile.fid.in_(part))):
+        mark = "?" if conn.dialect.name == "sqlite" else "%s"
+        for part in store._chunks(want, 900):  # through the driver: no statement compiled per batch of keys
+            for fid, parent, name in conn.exec_driver_sql(
+                    f"SELECT fid, parent, name FROM inv_files WHERE fid IN ({', '.join([mark] * len(part))})",
+                    tuple(part)):
                 known[fid] = (parent, name)
         where = {**known, **{fid: names[fid] for fid in look if fid in names}}
         rows, objects, stale, dropped = self._look(where)
