@@ -289,7 +289,7 @@ class Consumer:
         rows, objects, stale, dropped = self._look(where)
         gone |= dropped | {fid for fid in look if fid not in where}  # never created below a root: not ours
         store.delete_files(conn, gone)
-        store.put_files(conn, rows, objects)
+        store.put_files(conn, rows, objects, existing=set(known))
         fresh = [_placeholder(fid, parent, name, paths.root_of(parent)) for fid, (parent, name) in stale.items()
                  if fid not in known]
         store.put_files(conn, fresh, {})  # a file we have not seen yet, waiting for its next record

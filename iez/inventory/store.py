@@ -64,12 +64,14 @@ def _delete_in(conn: Connection, table: str, column: str, keys: list) -> None:
         conn.exec_driver_sql(f"DELETE FROM {table} WHERE {column} IN ({', '.join([mark] * len(part))})", tuple(part))
 
 
-def put_files(conn: Connection, rows: list[dict], objects: dict[str, list[tuple[int, int]]]) -> None:
-    """Write file rows (every column of :data:`FILE_COLUMNS`) and replace their stripe objects."""
+def put_files(conn: Connection, rows: list[dict], objects: dict[str, list[tuple[int, int]]],
+              existing: set[str] | None = None) -> None:
+    """Write file rows (every column of :data:`FILE_COLUMNS`) and replace their stripe objects (``existing``:
+    the files that may have objects already, when the caller knows; the others have none to delete)."""
     if not rows:
         return
     fids = [r["fid"] for r in rows]
-    _delete_in(conn, "inv_objects", "fid", fids)
+    _delete_in(conn, "inv_objects", "fid", fids if existing is None else [f for f in fids if f in existing])
     _upsert(conn, InvFile.__table__, rows, FILE_COLUMNS, ("fid",))
     objs = [(fid, seq, ost, nbytes) for fid in fids for seq, (ost, nbytes) in enumerate(objects.get(fid, ()))]
     mark = "?" if is_sqlite(conn) else "%s"
