@@ -27,8 +27,8 @@ import sys
 from pathlib import Path
 
 from iez.commands.db import db_errors
+from iez.commands.preloaded import rerun_preloaded
 
-_PRELOADED = "IEZ_BALANCE_PRELOADED"
 #: The settings flags (dest -> the key of the config file), each overriding the file.
 _SETTINGS = ("root", "db", "high_water", "low_water", "target", "hysteresis", "share", "busy_mib_s", "interval",
              "state_dir", "pools")
@@ -83,24 +83,6 @@ def _argv(args: argparse.Namespace) -> list[str]:
     return out
 
 
-def _under_library(args: argparse.Namespace, root: str, share: float) -> None:
-    """On an emulated cluster run again with libiez preloaded (once), so moves take the emulated OSTs' time at
-    the service's share (class ``rebalance``)."""
-    if os.environ.get(_PRELOADED) or not (Path(root) / "cluster.json").is_file():
-        return
-    from iez.demo.pipeline import StepFailed, find_library
-
-    try:
-        lib = str(find_library())
-    except StepFailed as err:
-        raise OSError(f"{root} is an emulated cluster but the placement library is not available: {err}") from None
-    env = dict(os.environ, IEZ_MODE="off", IEZ_IO_CLASS="rebalance", IEZ_IO_SHARE=str(share), **{_PRELOADED: "1"})
-    env.setdefault("IEZ_EMULATE", str(Path(root).resolve()))
-    env["LD_PRELOAD"] = ":".join(p for p in (lib, os.environ.get("LD_PRELOAD")) if p)
-    sys.stdout.flush()
-    os.execve(sys.executable, [sys.executable, "-m", "iez.cli", *_argv(args)], env)
-
-
 def _lock(state_dir: Path):
     state_dir.mkdir(parents=True, exist_ok=True)
     handle = open(state_dir / "lock", "a+")
@@ -127,7 +109,8 @@ def _run(args: argparse.Namespace) -> int:
     if not settings.root:
         raise ValueError("no file system to balance: give --root DIR or root in the config's [balance] table")
     if not args.dry_run:
-        _under_library(args, settings.root, settings.share)
+        cluster = Path(settings.root) / "cluster.json"
+        rerun_preloaded(_argv(args), settings.share, str(cluster.parent.resolve()) if cluster.is_file() else None)
     base = Settings.from_env(db=settings.db).state_dir
     state_dir = Path(settings.state_dir) if settings.state_dir else Path(base) / "balance"
     status_path = None if args.dry_run else (args.status_file or Path(base) / FILE)

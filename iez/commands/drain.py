@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
+
+from iez.commands.preloaded import rerun_preloaded
 
 #: Of each OST's bandwidth, what a drain takes when --share is not given (as a rebalance).
 DEFAULT_SHARE = 0.3
-_PRELOADED = "IEZ_DRAIN_PRELOADED"
 
 
 def _where(parser) -> None:
@@ -70,28 +70,6 @@ def _target(args: argparse.Namespace):
     return resolve(args.cluster, args.root, settings_from(args), bool(args.db))
 
 
-def _under_library(args: argparse.Namespace) -> None:
-    """Under IEZ_EMULATE, run this command again with libiez preloaded (once), so the moves take their share."""
-    if not os.environ.get("IEZ_EMULATE") or os.environ.get(_PRELOADED):
-        return
-    from iez.demo.pipeline import StepFailed, find_library
-
-    try:
-        lib = str(find_library())
-    except StepFailed as err:
-        raise OSError(f"IEZ_EMULATE is set but the placement library is not available: {err}") from None
-    env = dict(os.environ, IEZ_MODE="off", **{_PRELOADED: "1"})
-    env["LD_PRELOAD"] = ":".join(p for p in (lib, os.environ.get("LD_PRELOAD")) if p)
-    argv = ["drain", "--ost", args.ost, "--share", repr(args.share)]
-    for option in ("db", "cluster", "root"):
-        if getattr(args, option):
-            argv += [f"--{option}", getattr(args, option)]
-    argv += ["--json"] if args.json else []
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.execve(sys.executable, [sys.executable, "-m", "iez.cli", *argv], env)
-
-
 def _drain(args: argparse.Namespace) -> int:
     from iez.rebalance import drain
 
@@ -117,9 +95,11 @@ def _drain(args: argparse.Namespace) -> int:
     if not 0.0 < args.share <= 1.0:
         raise ValueError(f"--share {args.share}: a fraction of each OST's bandwidth, above 0 and at most 1")
     osts = drain.parse_osts(args.ost)
-    os.environ["IEZ_IO_SHARE"] = repr(args.share)
-    os.environ["IEZ_IO_CLASS"] = "rebalance"
-    _under_library(args)
+    argv = ["drain", "--ost", args.ost, "--share", repr(args.share)]
+    for option in ("db", "cluster", "root"):
+        if getattr(args, option):
+            argv += [f"--{option}", getattr(args, option)]
+    rerun_preloaded(argv + (["--json"] if args.json else []), args.share)
     report = drain.drain(target, osts, say=lambda line: print(line, file=sys.stderr, flush=True))
     if args.json:
         print(json.dumps(report, indent=1))

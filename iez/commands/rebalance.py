@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 
+from iez.commands.preloaded import rerun_preloaded
 from iez.rebalance.plan import DEFAULT_TARGET
 
 #: Of each OST's bandwidth, what a rebalance takes when --share is not given (as background staging).
 DEFAULT_SHARE = 0.3
-_PRELOADED = "IEZ_REBALANCE_PRELOADED"
 
 
 def register(subparsers) -> None:
@@ -94,32 +93,14 @@ def _plan(args: argparse.Namespace) -> int:
     return 0 if plan.reached else 1
 
 
-def _under_library(args: argparse.Namespace) -> None:
-    """Under IEZ_EMULATE, run this command again with libiez preloaded (once), so the I/O is slowed."""
-    if not os.environ.get("IEZ_EMULATE") or os.environ.get(_PRELOADED):
-        return
-    from iez.demo.pipeline import StepFailed, find_library
-
-    try:
-        lib = str(find_library())
-    except StepFailed as err:
-        raise OSError(f"IEZ_EMULATE is set but the placement library is not available: {err}") from None
-    env = dict(os.environ, IEZ_MODE="off", **{_PRELOADED: "1"})
-    env["LD_PRELOAD"] = ":".join(p for p in (lib, os.environ.get("LD_PRELOAD")) if p)
-    sys.stdout.flush()
-    argv = ["rebalance", "apply", args.plan, "--share", str(args.share)]
-    argv += (["--journal", args.journal] if args.journal else []) + (["--json"] if args.json else [])
-    os.execve(sys.executable, [sys.executable, "-m", "iez.cli", *argv], env)
-
-
 def _apply(args: argparse.Namespace) -> int:
     from iez.rebalance.apply import apply
 
     if not 0.0 < args.share <= 1.0:
         raise ValueError(f"--share {args.share}: a fraction of each OST's bandwidth, above 0 and at most 1")
-    os.environ["IEZ_IO_SHARE"] = str(args.share)
-    os.environ["IEZ_IO_CLASS"] = "rebalance"
-    _under_library(args)
+    argv = ["rebalance", "apply", args.plan, "--share", str(args.share)]
+    argv += (["--journal", args.journal] if args.journal else []) + (["--json"] if args.json else [])
+    rerun_preloaded(argv, args.share)
     report = apply(args.plan, args.journal, None if args.json else print)
     if args.json:
         print(json.dumps(report.to_json(), indent=1))

@@ -286,7 +286,7 @@ def compare(pairs: list[tuple[dict, Path]]) -> dict:
 def mover_env(tree: Path, emulate: Path | None, state: Path) -> dict:
     """The environment a mover runs in: the iez of ``tree`` (PYTHONPATH), emulating ``emulate`` when given."""
     env = {**os.environ, "PYTHONPATH": str(tree), "IEZ_STATE_DIR": str(state)}
-    for k in ("LD_PRELOAD", "IEZ_COPY_REEXEC", "IEZ_REBALANCE_PRELOADED"):
+    for k in ("LD_PRELOAD", "IEZ_COPY_REEXEC", "IEZ_MOVER_PRELOADED"):
         env.pop(k, None)
     if emulate is not None:
         env["IEZ_EMULATE"] = str(emulate)

@@ -30,7 +30,7 @@ OST_MIB = 16
 
 def env_for(tmp: Path, **extra) -> dict:
     env = {**os.environ, "IEZ_STATE_DIR": str(tmp / "state")}
-    for k in ("LD_PRELOAD", "IEZ_EMULATE", "IEZ_BALANCE_PRELOADED", "IEZ_REBALANCE_PRELOADED", "IEZ_BALANCE_CONFIG"):
+    for k in ("LD_PRELOAD", "IEZ_EMULATE", "IEZ_MOVER_PRELOADED", "IEZ_BALANCE_CONFIG"):
         env.pop(k, None)
     return {**env, **extra}
 

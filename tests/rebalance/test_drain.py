@@ -26,7 +26,7 @@ IEZ = [sys.executable, "-m", "iez.cli"]
 
 def env_for(tmp: Path, **extra) -> dict:
     env = {**os.environ, "IEZ_STATE_DIR": str(tmp / "state"), **extra}
-    for k in ("LD_PRELOAD", "IEZ_DRAIN_PRELOADED", "IEZ_EMULATE"):
+    for k in ("LD_PRELOAD", "IEZ_MOVER_PRELOADED", "IEZ_EMULATE"):
         if k not in extra:
             env.pop(k, None)
     return env
