@@ -212,7 +212,6 @@ class ChangelogWriter:
 
     def _repath(self, fid: str) -> None:
         """A directory moved: its own path and every path below it."""
-        parent, _ = self.dirs[fid]
         for name, (child, isdir) in self.entries.get(fid, {}).items():
             if isdir and child in self.dirs:
                 self.dirs[child] = (fid, os.path.join(self.dirs[fid][1], name))

@@ -11,7 +11,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 
 from iez.inventory.changelog import fid_of_inode
 from iez.inventory.consumer import Consumer
