@@ -19,6 +19,7 @@ from iez.inventory.readers import EmulatedChangelog, LustreChangelog, read_users
 from iez.inventory.scan import scan
 
 from invtools import held, lfs_calls, position, put, stand_in_lfs, tree
+from invtools import cluster, engine, inv_db  # noqa: F401 - fixtures
 
 MDT = "iezfs-MDT0000"
 

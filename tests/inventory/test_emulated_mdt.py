@@ -11,6 +11,7 @@ import sys
 import time
 
 from invtools import held, put, tree
+from invtools import cluster, engine, inv_db  # noqa: F401 - fixtures
 
 from iez.inventory.emulated_mdt import changelog_path
 from iez.inventory.readers import last_index

@@ -11,6 +11,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "rebalance"))
 from rebalance_helpers import fill, make_cluster  # noqa: E402
 
+from invtools import engine, inv_db  # noqa: F401, E402 - fixtures
 from iez.inventory import source  # noqa: E402
 from iez.inventory.scan import scan  # noqa: E402
 from iez.rebalance.inventory import from_cluster  # noqa: E402
