@@ -92,10 +92,11 @@ def files_from_store(db, known: set[int], roots: list[str], *, capacity: dict[in
             engine.dispose()
 
 
-def _files(conn, paths: Paths, known: set[int], query, problems: list[str]):
-    """``(file or None, pairs)`` for each row of ``query`` (fid, parent, name, size, layout, nlink, ino, mtime)."""
+def _rows(conn, paths: Paths, query, problems: list[str]):
+    """``(path, size, ino, mtime_ns, nlink, layout)`` for each row of ``query`` (fid, parent, name, size, layout,
+    nlink, ino, mtime); ``layout`` None for a file without one or whose stored text does not parse (said in
+    ``problems``)."""
     from iez.layout.emulated import parse_attr
-    from iez.rebalance.inventory import entry
 
     parsed: dict[str, object] = {}
     for fid, parent, name, size, text, nlink, ino, mtime_ns in conn.execution_options(yield_per=20000).execute(query):
@@ -103,18 +104,24 @@ def _files(conn, paths: Paths, known: set[int], query, problems: list[str]):
         if directory is None:
             continue  # below a directory the inventory lost: a rescan brings it back
         path = f"{directory}/{name}"
-        if text is None:
-            yield None, None
-            continue
-        layout = parsed.get(text)
-        if layout is None:
+        layout = None if text is None else parsed.get(text)
+        if text is not None and layout is None:
             try:
                 layout = parsed[text] = parse_attr(text, path)
             except ValueError as err:
                 problems.append(str(err))
-                yield None, None
-                continue
-        yield entry(path, size, ino, mtime_ns, nlink, layout, known)
+        yield path, size, ino, mtime_ns, nlink, layout
+
+
+def _files(conn, paths: Paths, known: set[int], query, problems: list[str]):
+    """``(file or None, pairs)`` for each row of ``query`` (as :func:`_rows`)."""
+    from iez.rebalance.inventory import entry
+
+    for path, size, ino, mtime_ns, nlink, layout in _rows(conn, paths, query, problems):
+        if layout is None:
+            yield None, None
+        else:
+            yield entry(path, size, ino, mtime_ns, nlink, layout, known)
 
 
 _COLUMNS = (InvFile.fid, InvFile.parent, InvFile.name, InvFile.size, InvFile.layout, InvFile.nlink, InvFile.ino,
@@ -215,6 +222,38 @@ def files_or_walk(roots: list[str], known: set[int], settings=None, cluster: str
         except (OSError, ValueError) as err:
             why = str(err)
     return walk(roots, known), {"inventory": "walk", **({"inventory_reason": why} if why else {})}
+
+
+def stored_on(roots: list[str], osts: set[int], settings=None, cluster: str | None = None):
+    """The files below ``roots`` with an object on ``osts``, as ``(path, size, ino, mtime_ns, nlink, layout)``,
+    from the inventory through its ``(ost, bytes)`` index (after the emulated MDT's pending records for
+    ``cluster``), and the problems met; None when the inventory cannot answer for ``roots`` (the caller walks).
+
+    A drain reads this, and a drain must miss no file: unlike a plan (which at worst balances less), it is
+    answered from the inventory only while a changelog consumer keeps it current (``iez inventory follow``),
+    not from a scan alone."""
+    if _store_refused(roots, settings) is not None:
+        return None
+    from iez.db.engine import engine_for
+    from iez.inventory.tables import InvChangelog
+
+    engine = engine_for((settings or _settings()).db_url)
+    with engine.connect() as conn:
+        if conn.execute(select(InvChangelog.position).limit(1)).first() is None:
+            return None
+    if cluster:
+        _catch_up(engine, cluster)
+    problems: list[str] = []
+    with engine.connect() as conn:
+        found = root_ids(conn, roots)
+        if found is None:
+            return None
+        ids, everything = found
+        on = select(InvObject.fid).where(InvObject.ost.in_(sorted(osts))).distinct()
+        query = select(*_COLUMNS).where(InvFile.fid.in_(on)).order_by(InvFile.fid)
+        if not everything:
+            query = query.where(InvFile.root_id.in_(ids))
+        return list(_rows(conn, Paths.load(conn), query, problems)), problems
 
 
 def _age(engine: Engine, roots: list[str]) -> float | None:

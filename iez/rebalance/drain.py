@@ -22,6 +22,11 @@ move gets another chance). What cannot move is reported per object with the reas
 writing, changed, no room...), and ``objects_left`` counts the objects still on the drained OSTs: 0 when
 the drain is done.
 
+**Finding the files.** From the file inventory (:mod:`iez.inventory`) through its ``(ost, bytes)`` index,
+no walk, while a changelog consumer keeps it current for the drained roots (``iez inventory follow``); each
+file found is read again (layout, identity) before it is planned. Otherwise (never seeded, or seeded but
+not followed: a drain must miss no file) the roots are walked. ``inventory`` in the report says which.
+
 **State.** ``drain.json`` in the drain's directory (``ROOT/drain`` of an emulated cluster, else
 ``$IEZ_STATE_DIR/drain``): per OST the value ``max_create_count`` had, and the drain's progress (pid,
 status, files and bytes moved, objects and bytes left), rewritten atomically. A cancelled drain stops after
@@ -34,6 +39,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -251,6 +257,11 @@ def inventory(target: Target):
     return inv.from_db(target.settings, target.roots)
 
 
+def _cluster(target: Target) -> str | None:
+    """The emulated cluster whose MDT changelog the inventory follows (its pending records applied first)."""
+    return str(target.cluster) if target.kind == "emulated" and target.cluster else None
+
+
 def live_loads(settings) -> dict[int, float]:
     """Each OST's live load (bytes/s) as the MDS stored it; ``{}`` where there is no DB."""
     if settings is None:
@@ -292,21 +303,21 @@ class Scan:
 
     movable: list[File] = field(default_factory=list)
     left: list[dict] = field(default_factory=list)  # {"file", "ost", "objects", "bytes", "reason"}
+    source: str = "walk"  # or "store": the file inventory, kept current from the MDT changelog
 
     @property
     def objects_left(self) -> int:
         return sum(x["objects"] for x in self.left)
 
 
-def scan(roots: list[str], known: set[int], drained: set[int]) -> Scan:
-    """Every regular file below ``roots`` with an object on ``drained``."""
+def _walked(roots: list[str], out: "Scan"):
+    """``(path, size, ino, mtime_ns, nlink, layout)`` of every regular file below ``roots`` (a file whose layout
+    cannot be read is left in ``out`` with the reason)."""
     from iez.layout.read import LayoutReader
-    from iez.layout.usage import ost_bytes, regular_files
+    from iez.layout.usage import regular_files
     from iez.move.temps import is_temporary
-    from iez.rebalance.inventory import entry, why_fixed
 
     reader = LayoutReader()
-    out = Scan()
     problems: list[str] = []
     for root in roots:
         if not Path(root).is_dir():
@@ -321,20 +332,56 @@ def scan(roots: list[str], known: set[int], drained: set[int]) -> Scan:
             except (OSError, ValueError) as err:
                 out.left.append({"file": path, "ost": None, "objects": 0, "bytes": 0, "reason": str(err)})
                 continue
-            if found is None:
-                continue
-            layout = found[0]
-            pairs = list(ost_bytes(layout, st.st_size))
-            here = [(o, b) for o, b in pairs if o in drained]
-            if not here:
-                continue
-            path = os.path.abspath(path)
-            file, _ = entry(path, st.st_size, st.st_ino, st.st_mtime_ns, st.st_nlink, layout, known)
-            if file is None:
-                reason = why_fixed(st.st_nlink, layout, known) or "its layout cannot be moved"
-                _left(out, path, here, reason)
-            else:
-                out.movable.append(file)
+            if found is not None:
+                yield os.path.abspath(path), st.st_size, st.st_ino, st.st_mtime_ns, st.st_nlink, found[0]
+
+
+def _as_now(rows, out: "Scan"):
+    """The inventory's rows as the files are now (their layout and identity read again, only for these files):
+    the rows of files this drain moved a moment ago may not have caught up yet."""
+    from iez.layout.read import LayoutReader
+
+    reader = LayoutReader()
+    for path, *_ in rows:
+        try:
+            st = os.lstat(path)
+            found = reader.layout(path, st) if stat.S_ISREG(st.st_mode) else None
+        except FileNotFoundError:
+            continue
+        except (OSError, ValueError) as err:
+            out.left.append({"file": path, "ost": None, "objects": 0, "bytes": 0, "reason": str(err)})
+            continue
+        if found is not None:
+            yield path, st.st_size, st.st_ino, st.st_mtime_ns, st.st_nlink, found[0]
+
+
+def scan(roots: list[str], known: set[int], drained: set[int], settings=None, cluster: str | None = None) -> Scan:
+    """Every file below ``roots`` with an object on ``drained``: from the file inventory when it holds ``roots``
+    (its ``(ost, bytes)`` index finds them without a walk), else from a walk."""
+    from iez.inventory.source import stored_on
+    from iez.layout.usage import ost_bytes
+    from iez.rebalance.inventory import entry, why_fixed
+
+    out = Scan()
+    stored = stored_on(roots, drained, settings, cluster)
+    if stored is None:
+        rows = _walked(roots, out)
+    else:
+        out.source = "store"
+        found, problems = stored
+        out.left += [{"file": None, "ost": None, "objects": 0, "bytes": 0, "reason": p} for p in problems]
+        rows = _as_now(found, out)
+    for path, size, ino, mtime_ns, nlink, layout in rows:
+        if layout is None:
+            continue
+        here = [(o, b) for o, b in ost_bytes(layout, size) if o in drained]
+        if not here:
+            continue
+        file, _ = entry(path, size, ino, mtime_ns, nlink, layout, known)
+        if file is None:
+            _left(out, path, here, why_fixed(nlink, layout, known) or "its layout cannot be moved")
+        else:
+            out.movable.append(file)
     return out
 
 
@@ -477,7 +524,7 @@ def drain(target: Target, osts: list[int], say: Callable[[str], None] | None = N
     try:
         for _ in range(PASSES):
             inv = inventory(target)
-            found = scan(target.roots, known, drained)
+            found = scan(target.roots, known, drained, target.settings, _cluster(target))
             moves, _nowhere = plan_moves(inv, found.movable, drained, live_loads(target.settings), bandwidths(target))
             if not moves:
                 break
@@ -501,7 +548,7 @@ def drain(target: Target, osts: list[int], say: Callable[[str], None] | None = N
         status = "cancelled"
     finally:
         signal.signal(signal.SIGTERM, previous)
-    found = scan(target.roots, known, drained)
+    found = scan(target.roots, known, drained, target.settings, _cluster(target))
     inv = inventory(target)
     _, nowhere = plan_moves(inv, found.movable, drained, live_loads(target.settings), bandwidths(target))
     reasons = {s["file"]: s["reason"] for s in skipped}
@@ -522,7 +569,7 @@ def drain(target: Target, osts: list[int], say: Callable[[str], None] | None = N
     save_state(target, doc)
     return {"osts": draining, "status": status, "files_moved": moved_files, "bytes_moved": moved_bytes,
             "objects_left": objects_left, "bytes_left": sum(x["bytes"] for x in left), "left": left,
-            "nocreate": sorted(int(k) for k in doc["osts"]), "seconds": round(time.monotonic() - started, 3),
+            "inventory": found.source, "nocreate": sorted(int(k) for k in doc["osts"]), "seconds": round(time.monotonic() - started, 3),
             "state": str(target.state_path)}
 
 
