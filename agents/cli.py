@@ -1,6 +1,6 @@
 """``iez-agent``: the OSS agent daemon.
 
-    iez-agent --mds tcp://mds:5555 [--interval 60] [--oss-id oss1] [--config FILE]
+    iez-agent --mds tcp://mds1:5555 [--mds tcp://mds2:5555] [--interval 60] [--oss-id oss1] [--config FILE]
     iez-agent --once --json --lctl-output saved.txt --oss-id oss1
     iez-agent keys DIR [NAME]
 
@@ -26,7 +26,7 @@ from agents import AgentError, __version__
 from agents.config import DEFAULT_INTERVAL_S, SOURCES, AgentConfig, resolve
 from agents.host import CpuMeter, mem_percent
 from agents.lctl import collect_osts
-from agents.message import LimitError, Sequencer, build_message, encode, select_osts
+from agents.message import LimitError, Sequencer, build_message, encode, job_entries, select_osts
 from agents.procfs import make_source
 
 __all__ = ["Collector", "main", "run"]
@@ -57,6 +57,7 @@ class Collector:
 
     def read_osts(self) -> list[dict]:
         readings = collect_osts(self.source.read(), warn=self.warn)
+        self.readings = readings  # job_stats are published from them (collect)
         osts = select_osts(readings, wanted=self.cfg.osts, fsname=self.cfg.fsname, warn=self.warn)
         if not osts:
             detail = []
@@ -77,7 +78,8 @@ class Collector:
         mem = mem_percent(self.cfg.meminfo)
         return build_message(oss_id=self.cfg.oss_id, host=self.cfg.host, seq=self.seq.next(),
                              sample_time=sample_time, interval_s=self.cfg.interval, cpu_pct=cpu,
-                             mem_pct=mem, osts=osts, source=self.source.kind)
+                             mem_pct=mem, osts=osts, source=self.source.kind,
+                             job_stats=job_entries(self.readings, osts))
 
 
 class _Parser(argparse.ArgumentParser):
@@ -97,7 +99,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--config", metavar="FILE", help="config file (default: $IEZ_AGENT_CONFIG)")
     run.add_argument("--oss-id", metavar="ID", help="identifier of this OSS (default: short host name)")
     run.add_argument("--host", metavar="NAME", help="host name put in messages (default: this host's)")
-    run.add_argument("--mds", metavar="tcp://HOST:PORT", help="MDS endpoint to connect to")
+    run.add_argument("--mds", metavar="tcp://HOST:PORT", action="append",
+                     help="MDS endpoint to publish to; repeat it (or give a comma list) for the active MDS service "
+                          "and its standbys: each gets every message on its own socket, and one that is down never "
+                          "holds the others up")
     run.add_argument("--interval", metavar="S", help=f"seconds between messages, 1..3600 "
                                                      f"(default {DEFAULT_INTERVAL_S:g})")
     run.add_argument("--sndhwm", metavar="N", help="messages queued for a slow MDS (default 8)")
@@ -124,7 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _settings(args: argparse.Namespace) -> dict[str, object]:
     return {
-        "oss_id": args.oss_id, "host": args.host, "mds": args.mds, "interval": args.interval,
+        "oss_id": args.oss_id, "host": args.host, "mds": ",".join(args.mds) if args.mds else None, "interval": args.interval,
         "sndhwm": args.sndhwm, "source": args.source, "lctl_output": args.lctl_output,
         "root": ":".join(args.root) if args.root else None, "lctl": args.lctl, "osts": args.osts,
         "fsname": args.fsname, "proc_stat": args.proc_stat, "meminfo": args.meminfo,
@@ -135,7 +140,7 @@ def _settings(args: argparse.Namespace) -> dict[str, object]:
 def run(cfg: AgentConfig, *, once: bool = False, json_out: bool = False, count: int | None = None,
         tbf_rules: str | None = None) -> int:
     """Collect and publish until stopped (or after ``count`` messages, or once)."""
-    from agents.publisher import Publisher  # pyzmq is loaded only when publishing
+    from agents.publisher import Publishers  # pyzmq is loaded only when publishing
 
     if not once and not cfg.mds:
         raise AgentError("no MDS endpoint: give --mds tcp://HOST:PORT (or mds= in the config file), "
@@ -166,8 +171,8 @@ def run(cfg: AgentConfig, *, once: bool = False, json_out: bool = False, count: 
     finished = False
     try:
         if cfg.mds:
-            publisher = Publisher(cfg.mds, server_key_file=cfg.curve_server_key,
-                                  secret_key_file=cfg.curve_secret_key, sndhwm=cfg.sndhwm, log=_say)
+            publisher = Publishers(cfg.endpoints, server_key_file=cfg.curve_server_key,
+                                   secret_key_file=cfg.curve_secret_key, sndhwm=cfg.sndhwm, log=_say)
             if not once:
                 _say(f"publishing to {cfg.mds} every {cfg.interval:g} s as {cfg.oss_id} "
                      f"(OSTs from {collector.source.kind}{', CURVE' if cfg.curve else ''})")
@@ -197,8 +202,9 @@ def run(cfg: AgentConfig, *, once: bool = False, json_out: bool = False, count: 
             if message is not None:
                 if json_out:
                     print(json.dumps(message, separators=(",", ":")), flush=True)
-                if publisher is not None and not publisher.send(data):
-                    _say("warning: the MDS is not keeping up; a message was dropped")
+                if publisher is not None:
+                    for endpoint in publisher.send(data):  # the endpoints that had to drop it
+                        publisher.dropped(endpoint)
                 sent += 1
                 if limit and sent >= limit:
                     finished = True

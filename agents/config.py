@@ -7,6 +7,8 @@ The file comes from ``--config FILE`` or, without it, from the environment varia
     # iez OSS agent
     oss_id = oss1
     mds = tcp://mds:5555
+    # with a standby MDS service: list both, every message goes to each
+    # mds = tcp://mds1:5555, tcp://mds2:5555
     interval = 60
     # source = auto | lctl | procfs | file
     source = auto
@@ -44,7 +46,8 @@ SOURCES = ("auto", "lctl", "procfs", "file")
 #: key -> description (all keys of the file; each is also a CLI flag)
 KEYS = {
     "oss_id": "identifier of this OSS (default: the short host name)",
-    "mds": "MDS endpoint, e.g. tcp://mds:5555",
+    "mds": "MDS endpoint(s), e.g. tcp://mds1:5555 or, with a standby, tcp://mds1:5555,tcp://mds2:5555 "
+           "(every one gets every message, each on its own socket)",
     "interval": "seconds between messages, 1..3600 (default 60)",
     "source": "auto, lctl, procfs or file (default auto)",
     "root": "colon-separated parameter trees (default /proc/fs/lustre:/sys/fs/lustre)",
@@ -82,6 +85,11 @@ class AgentConfig:
     proc_stat: str = "/proc/stat"
     meminfo: str = "/proc/meminfo"
     config_file: str | None = field(default=None)
+
+    @property
+    def endpoints(self) -> tuple[str, ...]:
+        """Every MDS endpoint (``mds`` is a comma list: the active MDS service and its standbys)."""
+        return tuple(e for e in (self.mds or "").split(",") if e)
 
     @property
     def curve(self) -> bool:
@@ -199,7 +207,11 @@ def resolve(cli: dict[str, object], config_path: str | None = None) -> AgentConf
         elif key == "osts":
             cfg.osts = _osts(value, at)
         elif key == "mds":
-            cfg.mds = _endpoint(str(value), at)
+            items = value if isinstance(value, (list, tuple)) else [value]
+            endpoints = [_endpoint(e.strip(), at) for item in items for e in str(item).split(",") if e.strip()]
+            if len(set(endpoints)) != len(endpoints):
+                raise AgentError(f"{at}: an MDS endpoint is listed twice: {', '.join(endpoints)}")
+            cfg.mds = ",".join(endpoints) or None
         elif key == "sndhwm":
             try:
                 cfg.sndhwm = int(value)  # type: ignore[arg-type]

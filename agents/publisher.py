@@ -17,6 +17,11 @@ libzmq gives up on a connection whose handshake failed (a key the MDS does not
 know yet, CURVE on one side only); the publisher connects again every
 ``RETRY_HANDSHAKE_S`` (30 s), so an agent whose key the administrator adds to
 the MDS later is heard without a restart.
+
+Several MDS services (the active one and its standbys, issue 25): :class:`Publishers`
+gives each endpoint its own socket (and its own ``SNDHWM`` queue) and sends every
+message to each without blocking, so an endpoint that is down or slow only drops
+its own oldest messages; the others get every one.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from zmq.utils.monitor import recv_monitor_message
 
 from agents import AgentError
 
-__all__ = ["Publisher", "load_curve_keys"]
+__all__ = ["Publisher", "Publishers", "load_curve_keys"]
 
 _EVENTS = (zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_HANDSHAKE_FAILED_AUTH
            | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
@@ -192,3 +197,84 @@ class Publisher:
             monitor.close(linger=0)
         self.sock.close(linger=0)
         self.ctx.term()
+
+
+class Publishers:
+    """One :class:`Publisher` per MDS endpoint, used as one: every message goes to each.
+
+    Sends never block (``NOBLOCK`` on sockets with a small ``SNDHWM``): an endpoint that is down
+    or slow keeps at most ``sndhwm`` messages queued and drops the rest; the others are not held up.
+    """
+
+    def __init__(self, endpoints: tuple[str, ...] | list[str], *, server_key_file: str | None = None,
+                 secret_key_file: str | None = None, sndhwm: int = 8, log: Callable[[str], None] = _stderr) -> None:
+        if not endpoints:
+            raise AgentError("no MDS endpoint given")
+        self.log = log
+        self.publishers: list[Publisher] = []
+        self._dropping: set[str] = set()  # endpoints whose drops were said (said again after one send succeeds)
+        try:
+            for endpoint in endpoints:
+                self.publishers.append(Publisher(endpoint, server_key_file=server_key_file,
+                                                 secret_key_file=secret_key_file, sndhwm=sndhwm, log=log))
+        except AgentError:
+            self.close(0)
+            raise
+
+    @property
+    def endpoint(self) -> str:
+        return ",".join(p.endpoint for p in self.publishers)
+
+    @property
+    def connected(self) -> bool:
+        """At least one MDS endpoint has a connection (a message published now reaches someone)."""
+        return any(p.connected for p in self.publishers)
+
+    @property
+    def all_connected(self) -> bool:
+        return all(p.connected for p in self.publishers)
+
+    @property
+    def problem(self) -> str | None:
+        problems = [p.problem for p in self.publishers if p.problem]
+        return "; ".join(problems) if problems else None
+
+    def poll(self, timeout_ms: int = 0) -> None:
+        for p in self.publishers:
+            p.poll(0)
+        if timeout_ms > 0:  # sleep on the first socket's monitor, then look at every one again
+            self.publishers[0].poll(timeout_ms)
+            for p in self.publishers[1:]:
+                p.poll(0)
+
+    def wait(self, seconds: float, stop: Callable[[], bool] = lambda: False,
+             until_connected: bool = False) -> None:
+        """Sleep ``seconds`` handling every socket's events; return early on ``stop()`` (or, with
+        ``until_connected``, once every endpoint's handshake is done)."""
+        deadline = time.monotonic() + seconds
+        while not stop() and not (until_connected and self.all_connected):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            self.poll(max(1, min(_SLICE_MS // max(1, len(self.publishers)), int(left * 1000))))
+
+    def send(self, data: bytes) -> list[str]:
+        """Queue one message on every socket; the endpoints that had to drop it (none when all kept up)."""
+        dropped = []
+        for p in self.publishers:
+            if p.send(data):
+                self._dropping.discard(p.endpoint)
+            else:
+                dropped.append(p.endpoint)
+        return dropped
+
+    def dropped(self, endpoint: str) -> None:
+        """Say (once until it keeps up again) that ``endpoint`` is not keeping up."""
+        if endpoint not in self._dropping:
+            self._dropping.add(endpoint)
+            self.log(f"warning: the MDS at {endpoint} is not keeping up; its messages are dropped "
+                     f"(the other endpoints still get every one)")
+
+    def close(self, linger_ms: int = 0) -> None:
+        for p in self.publishers:
+            p.close(linger_ms)

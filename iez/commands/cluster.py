@@ -49,7 +49,7 @@ def register(subparsers) -> None:
     emulate.add_argument("--fill", default="0", help="pre-existing data per OST, a fraction or LOW-HIGH (default 0)")
     emulate.add_argument("--seed", type=int, default=0, help="seed of the OSTs' fill (default 0)")
     emulate.add_argument("--fsname", default="iezfs", help="file system name in OST names, FS-OSTxxxx (default iezfs)")
-    emulate.add_argument("--mds", default="tcp://127.0.0.1:5555", help="MDS endpoint the agents connect to")
+    emulate.add_argument("--mds", default="tcp://127.0.0.1:5555", help="MDS endpoint(s) the agents publish to; a comma list for an active MDS service and its standbys")
     emulate.add_argument("--interval", type=float, default=1.0, help="agent interval and tree refresh, seconds")
     emulate.add_argument("--no-agents", action="store_true", help="set up the trees without agents and exit")
     emulate.add_argument("--tbf-rules", type=Path, metavar="FILE",
