@@ -24,6 +24,12 @@ The agent reads, per OST:
   and an unknown switch counts as off. The OST's *state* is the most restrictive
   switch that is on (:data:`STATE_ORDER`).
 
+* ``obdfilter.<ost>.job_stats`` (when ``jobid_var`` is set on the clients): per job id, the ``sum`` of
+  its ``read_bytes`` and ``write_bytes`` (:func:`parse_job_stats`). Lustre prints a YAML list, ``job_stats:``
+  then per job ``- job_id: <id>`` (quoted or not), ``snapshot_time:`` and one flow mapping per counter,
+  ``read_bytes: { samples: N, unit: bytes, min: A, max: B, sum: S, sumsq: Q }``; a counter not printed is 0.
+  A job id listed twice in one block (captures that merge two OSTs' blocks) has its sums added.
+
 A parameter printed twice (two ``lctl get_param`` runs concatenated, overlapping
 patterns) is a warning, and the later one is used (:func:`latest`), whatever it
 is: capacity, counters or a switch. Between different parameters for the same
@@ -39,6 +45,7 @@ for any file system name; the index is hexadecimal (``OST000a`` is 10).
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,6 +64,7 @@ __all__ = [
     "ost_index",
     "parse_file",
     "parse_stats",
+    "parse_job_stats",
     "most_restrictive",
     "parse_text",
     "split_param",
@@ -246,6 +254,56 @@ def parse_stats(param: Param, wanted: tuple[str, ...] = tuple(BYTE_COUNTERS)) ->
     return counters
 
 
+_JOB_ID_LINE = re.compile(r"^-\s+job_id:\s*(?P<id>.*?)\s*$")
+_JOB_COUNTER_LINE = re.compile(r"^(?P<name>[A-Za-z_]+):\s*\{(?P<body>.*)\}\s*$")
+
+
+def _job_id(text: str) -> str:
+    """A YAML scalar as Lustre prints it: double-quoted (with backslash escapes), single-quoted, or plain."""
+    if len(text) >= 2 and text[0] == text[-1] == '"':
+        return json.loads(text) if "\\" in text else text[1:-1]
+    if len(text) >= 2 and text[0] == text[-1] == "'":
+        return text[1:-1].replace("''", "'")
+    return text
+
+
+def parse_job_stats(param: Param) -> dict[str, tuple[int, int]]:
+    """``{job_id: (read_bytes sum, write_bytes sum)}`` of an ``obdfilter.<ost>.job_stats`` block.
+
+    A job entry's other counters (ops, latencies) and ``snapshot_time`` are skipped; a ``read_bytes`` or
+    ``write_bytes`` line that is not a flow mapping with an integer ``sum`` is a :class:`ParseError`.
+    """
+    jobs: dict[str, list[int]] = {}
+    current: list[int] | None = None
+    for number, text in param.lines:
+        stripped = text.strip()
+        if not stripped or stripped == "job_stats:" or stripped.startswith("#"):
+            continue
+        where = (param.source, number)
+        match = _JOB_ID_LINE.match(stripped)
+        if match:
+            job = _job_id(match.group("id"))
+            if not job:
+                raise ParseError(*where, f"{param.name}: a job entry without a job id")
+            current = jobs.setdefault(job, [0, 0])
+            continue
+        match = _JOB_COUNTER_LINE.match(stripped)
+        if not match or match.group("name") not in BYTE_COUNTERS:
+            continue
+        if current is None:
+            raise ParseError(*where, f"{param.name}: {match.group('name')} before the first '- job_id:'")
+        fields = {}
+        for item in match.group("body").split(","):
+            key, sep, value = item.partition(":")
+            if sep:
+                fields[key.strip()] = value.strip()
+        if "sum" not in fields:
+            raise ParseError(*where, f"{param.name}: {match.group('name')} has no sum: {stripped[:80]!r}")
+        total = _unsigned(fields["sum"], where, f"{param.name} {match.group('name')} sum")
+        current[0 if match.group("name") == "read_bytes" else 1] += total
+    return {job: (r, w) for job, (r, w) in jobs.items()}
+
+
 def _single_integer(param: Param) -> int:
     lines = param.value_lines()
     if not lines:
@@ -269,6 +327,8 @@ class OstReading:
     kbytes_avail: int | None = None
     read_bytes: int | None = None
     write_bytes: int | None = None
+    #: ``{job_id: (read bytes, write bytes)}`` from ``job_stats`` (None: not printed)
+    jobs: dict[str, tuple[int, int]] | None = None
     #: the state switches read (``degraded``, ``readonly``, ``no_precreate``); absent = not printed
     flags: dict[str, bool] = field(default_factory=dict)
     #: where each value came from, ``source:line`` (for messages to the operator)
@@ -290,7 +350,8 @@ def _used(param: Param) -> bool:
     """A parameter the agent takes a value from (an OST's capacity, stats or switch)."""
     parts = split_param(param.name)
     return parts is not None and ost_index(parts[1]) is not None and \
-        (parts[2] in CAPACITY_PARAMS or (parts[0] == "obdfilter" and (parts[2] == "stats" or parts[2] in FLAG_STATES)))
+        (parts[2] in CAPACITY_PARAMS or (parts[0] == "obdfilter" and (parts[2] in ("stats", "job_stats")
+                                                                        or parts[2] in FLAG_STATES)))
 
 
 def latest(params: list[Param], warn=None) -> list[Param]:
@@ -326,6 +387,10 @@ def collect_osts(params: list[Param], warn=None) -> dict[str, OstReading]:
             if leaf not in ost.flags:  # one value per name (latest); the guard is for sources that repeat
                 ost.flags[leaf] = _single_integer(param) != 0
                 ost.origin[leaf] = param.where()
+            continue
+        if module == "obdfilter" and leaf == "job_stats":
+            ost.jobs = parse_job_stats(param)
+            ost.origin["jobs"] = param.where()
             continue
         if leaf not in CAPACITY_PARAMS and not (module == "obdfilter" and leaf == "stats"):
             continue  # the OST exists (e.g. only brw_stats were printed); nothing else to take

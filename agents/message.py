@@ -25,6 +25,8 @@ __all__ = [
     "build_message",
     "encode",
     "select_osts",
+    "job_entries",
+    "TOP_JOBS",
 ]
 
 SCHEMA = "iez.oss-stats"
@@ -36,6 +38,10 @@ MAX_OSTS = 10_000
 MAX_TEXT = 255  # oss_id, host, OST names
 MAX_FRAME_BYTES = 4 * 1024 * 1024  # the MDS's iez.mds.messages.MAX_FRAME_BYTES
 MAX_OST_KBYTES = 2**42  # 4 PiB: the MDS's and the API's bound on an OST's size
+#: Jobs published per OST: the K with the most bytes (read + written) in its ``job_stats``. Bounds the
+#: message (10,000 OSTs x 32 jobs still fits a frame only for short ids; the agent checks the frame) and
+#: the MDS's job series; a site with more jobs per OST sees its heaviest.
+TOP_JOBS = 32
 
 
 class LimitError(AgentError):
@@ -120,6 +126,24 @@ def select_osts(readings: dict[str, OstReading], *, wanted: Iterable[str] = (), 
     return entries
 
 
+def job_entries(readings: dict[str, OstReading], osts: list[dict], top: int = TOP_JOBS) -> list[dict] | None:
+    """The ``job_stats`` field: per published OST whose ``job_stats`` were read, its ``top`` jobs by bytes
+    ``[{"index", "jobs": [{"job_id", "read_bytes", "write_bytes"}]}]`` (heaviest first, ties by id); None when
+    no OST printed ``job_stats`` (the field is then left out). Job ids longer than 255 characters are cut."""
+    by_name = {r.name: r for r in readings.values()}
+    out, seen = [], False
+    for entry in osts:
+        r = by_name.get(entry["name"])
+        if r is None or r.jobs is None:
+            continue
+        seen = True
+        ranked = sorted(r.jobs.items(), key=lambda kv: (-(kv[1][0] + kv[1][1]), kv[0]))[:top]
+        jobs = [{"job_id": job[:MAX_TEXT], "read_bytes": min(rb, INT64_MAX), "write_bytes": min(wb, INT64_MAX)}
+                for job, (rb, wb) in ranked]
+        out.append({"index": entry["index"], "jobs": jobs})
+    return out if seen else None
+
+
 def check_limits(*, oss_id: str, host: str, osts: list[dict]) -> None:
     """:class:`LimitError` naming the first of the schema's limits the message would break."""
     if len(osts) > MAX_OSTS:
@@ -136,7 +160,8 @@ def check_limits(*, oss_id: str, host: str, osts: list[dict]) -> None:
 
 
 def build_message(*, oss_id: str, host: str, seq: int, sample_time: float, interval_s: float,
-                  cpu_pct: float, mem_pct: float, osts: list[dict], source: str) -> dict:
+                  cpu_pct: float, mem_pct: float, osts: list[dict], source: str,
+                  job_stats: list[dict] | None = None) -> dict:
     """A version-2 message (field order as in SCHEMA.md); :class:`LimitError` when the MDS would drop it."""
     check_limits(oss_id=oss_id, host=host, osts=osts)
     return {
@@ -151,6 +176,7 @@ def build_message(*, oss_id: str, host: str, seq: int, sample_time: float, inter
         "mem_pct": mem_pct,
         "source": source,
         "osts": osts,
+        **({"job_stats": job_stats} if job_stats is not None else {}),
     }
 
 

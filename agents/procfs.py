@@ -52,6 +52,7 @@ LCTL_PATTERNS = (
     "obdfilter.*.degraded",
     "obdfilter.*.readonly",
     "obdfilter.*.no_precreate",
+    "obdfilter.*.job_stats",
 )
 LCTL_TIMEOUT_S = 30.0
 

@@ -125,6 +125,23 @@ class OstStats(BaseModel):
         return self
 
 
+#: Jobs one OST's entry of ``job_stats`` may list (as iez.mds.messages.MAX_JOBS_PER_OST).
+MAX_JOBS_PER_OST = 256
+
+
+class JobBytes(BaseModel):
+    model_config = Strict
+    job_id: Text = Field(description="Lustre job id (jobid_var / jobid_name), e.g. the Slurm job id")
+    read_bytes: Bytes = Field(description="cumulative sum of the job's read_bytes on the OST (job_stats)")
+    write_bytes: Bytes = Field(description="cumulative sum of the job's write_bytes on the OST (job_stats)")
+
+
+class OstJobs(BaseModel):
+    model_config = Strict
+    index: JsonInt = Field(ge=0, le=65535, description="an OST of osts")
+    jobs: list[JobBytes] = Field(max_length=MAX_JOBS_PER_OST)
+
+
 class OssStats(BaseModel):
     """The message an OSS agent publishes (``iez-agent --json``)."""
 
@@ -140,6 +157,8 @@ class OssStats(BaseModel):
     version: Literal[1, 2] = Field(default=1, description="message schema version (agents/SCHEMA.md)")
     interval_s: float | None = Field(default=None, gt=0, le=86400, allow_inf_nan=False,
                                      description="the agent's report interval")
+    job_stats: list[OstJobs] | None = Field(default=None, max_length=10000,
+                                            description="per OST, its top jobs' cumulative bytes (agents/SCHEMA.md)")
 
     @model_validator(mode="after")
     def _distinct_osts(self) -> "OssStats":
@@ -153,6 +172,15 @@ class OssStats(BaseModel):
                                  "this message is version 1")
             if self.version == 2 and ost.state is None:
                 raise ValueError(f"osts.{n}.state: required in version 2")
+        seen: set[int] = set()
+        for n, entry in enumerate(self.job_stats or ()):
+            if entry.index not in indices:
+                raise ValueError(f"job_stats.{n}.index: OST {entry.index} is not in osts")
+            if entry.index in seen:
+                raise ValueError(f"job_stats.{n}.index: OST {entry.index} appears twice")
+            seen.add(entry.index)
+            if len({job.job_id for job in entry.jobs}) != len(entry.jobs):
+                raise ValueError(f"job_stats.{n}.jobs: a job id appears twice")
         return self
 
     def naive_utc_time(self) -> datetime:
@@ -164,7 +192,9 @@ class OssStats(BaseModel):
         return OssReport(oss_id=self.oss_id, seq=self.seq, time=self.naive_utc_time(), cpu_pct=self.cpu_pct,
                          mem_pct=self.mem_pct,
                          osts=[OstReport(**{**ost.model_dump(), "state": ost.state or "active"}) for ost in self.osts],
-                         interval_s=self.interval_s)
+                         interval_s=self.interval_s,
+                         jobs=None if self.job_stats is None else
+                         {e.index: [(j.job_id, j.read_bytes, j.write_bytes) for j in e.jobs] for e in self.job_stats})
 
 
 class StatsStored(BaseModel):

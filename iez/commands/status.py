@@ -54,6 +54,26 @@ def mds_qos(path: Path) -> dict | None:
     return dict(qos) if qos else None
 
 
+def mds_jobs(path: Path) -> dict | None:
+    """The jobs driving each OST and OSS, as the running MDS last wrote them (its ``job_stats`` view,
+    :mod:`iez.mds.jobs`); None without a status file or when the MDS keeps none."""
+    try:
+        status = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    jobs = status.get("jobs") if isinstance(status, dict) else None
+    return jobs if isinstance(jobs, dict) else None
+
+
+def attach_jobs(view: dict, jobs: dict | None) -> None:
+    """Each OST of ``view`` gets ``jobs`` (its top jobs, bytes/s; [] when none is known) and the view
+    ``jobs_per_oss``."""
+    per_ost = (jobs or {}).get("osts") or {}
+    for ost in view.get("osts", []):
+        ost["jobs"] = per_ost.get(str(ost["index"]), [])
+    view["jobs_per_oss"] = (jobs or {}).get("oss") or {}
+
+
 def movements_in_flight(state_dir: Path) -> list[dict]:
     """Background movements queued or running (iez copy --background; iez.move.staging), with their progress."""
     from iez.move.staging import movements
@@ -93,6 +113,7 @@ def _run(args: argparse.Namespace) -> int:
     def snapshot() -> dict:
         view = read(engine, lambda conn: live_view(conn, utcnow(), settings.oss_stale_s, args.stale_intervals))
         view["qos"] = mds_qos(status_file)
+        attach_jobs(view, mds_jobs(status_file))
         view["movements"] = movements_in_flight(Path(settings.state_dir))
         view["mds"] = active_mds(engine)
         view["balance"] = read_balance(balance_file)

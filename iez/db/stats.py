@@ -48,6 +48,9 @@ class OssReport:
     mem_pct: float
     osts: Sequence[OstReport] = ()
     interval_s: float | None = None
+    #: ``job_stats`` of the message: OST index -> ``[(job_id, read_bytes, write_bytes)]`` (cumulative sums,
+    #: the OSS's top jobs); None when the message had none. Kept in the MDS's memory only (iez.mds.jobs).
+    jobs: dict[int, list[tuple[str, int, int]]] | None = None
 
 
 def record(session: Session, report: OssReport) -> None:

@@ -20,7 +20,11 @@ read and u64 bytes written through the OST since the table was made (every proce
 sends, atomically, in scaled bytes: the emulated servers' traffic counters; 0 for OSSs); then 32 bytes per class: u64 key (0 free, 1 class 0, else FNV-1a of the name), f64
 weight, f64 cap, 8 unused bytes; then per server (OSTs, then OSSs) a u64 busy-until (CLOCK_MONOTONIC
 ns) per class; then per OSS an f64 rate limit in bytes/s per class (0: none): the NRS TBF rules of
-that OSS's ost_io service, copied by the emulator from its tree.
+that OSS's ost_io service, copied by the emulator from its tree. Then (job attribution) 64 bytes per
+class: its name, NUL-terminated (written by the process that claims the slot); then per OST index and
+class a u64 of bytes read and a u64 of bytes written by that class's processes: the emulated servers'
+``job_stats``, a job being an I/O class (``IEZ_IO_CLASS``; class 0, the processes without one, is
+not attributed). A table without this tail is still read; it attributes nothing.
 """
 
 from __future__ import annotations
@@ -38,6 +42,8 @@ CLASSES = 32
 HEADER = 32
 SLOT = 32
 MiB = 1024 * 1024
+#: Bytes of a class's name in the job-attribution tail.
+NAME = 64
 #: A server never gets less than this share of its bandwidth, however heavy the background load:
 #: a rate of 0 would mean "not slowed" to the library, and an emulated OST never stops entirely.
 MIN_SHARE = 0.01
@@ -83,7 +89,8 @@ def write_table(root: str | os.PathLike, osts: dict[int, tuple[Server, str]], os
     slot_of = {oss: k for k, oss in enumerate(order)}
     n_ost = max(osts, default=-1) + 1
     servers = n_ost + len(order)
-    buf = bytearray(HEADER + (servers + CLASSES) * SLOT + (servers + len(order)) * CLASSES * 8)
+    buf = bytearray(HEADER + (servers + CLASSES) * SLOT + (servers + len(order)) * CLASSES * 8
+                    + CLASSES * NAME + n_ost * CLASSES * 16)
     struct.pack_into("<8sIIIIQ", buf, 0, MAGIC, VERSION, n_ost, len(order), CLASSES, window)
     struct.pack_into("<Qdd", buf, HEADER + servers * SLOT, 1, 1.0, 0.0)  # class 0: the default
     for index, (server, oss) in osts.items():
@@ -119,6 +126,26 @@ class Table:
         if magic != MAGIC or version != VERSION or \
                 len(self.map) < HEADER + (servers + self.n_class) * SLOT + (servers + self.n_oss) * self.n_class * 8:
             raise ValueError(f"{self.path}: not a bandwidth table of version {VERSION}")
+        self._names = HEADER + (servers + self.n_class) * SLOT + (servers + self.n_oss) * self.n_class * 8
+        self._jobs = self._names + self.n_class * NAME
+        self.has_jobs = len(self.map) >= self._jobs + self.n_ost * self.n_class * 16
+
+    def job_counters(self, index: int) -> dict[str, tuple[int, int]]:
+        """``{class name: (bytes read, bytes written)}`` through OST ``index`` by each named class that has
+        sent any (empty for a table without the job-attribution tail)."""
+        self._ost(index)
+        if not self.has_jobs:
+            return {}
+        out: dict[str, tuple[int, int]] = {}
+        for k in range(1, self.n_class):
+            read, written = struct.unpack_from("<QQ", self.map, self._jobs + (index * self.n_class + k) * 16)
+            if not (read or written):
+                continue
+            raw = bytes(self.map[self._names + k * NAME:self._names + (k + 1) * NAME]).split(b"\0", 1)[0]
+            name = raw.decode("utf-8", "replace") or f"class{k}"
+            previous = out.get(name, (0, 0))
+            out[name] = (previous[0] + read, previous[1] + written)
+        return out
 
     def _ost(self, index: int) -> int:
         if not 0 <= index < self.n_ost or not struct.unpack_from("<I", self.map, HEADER + index * SLOT + 12)[0] & 1:
@@ -158,6 +185,9 @@ class Table:
                 # processes claim slots with a CAS from C; this writer runs only in the emulator, and a
                 # process joining at the same instant with the same name finds the same key
                 struct.pack_into("<Qdd", self.map, base + k * SLOT, key, 1.0, 0.0)
+                if self.has_jobs:
+                    encoded = name.encode("utf-8")[:NAME - 1]
+                    self.map[self._names + k * NAME:self._names + k * NAME + len(encoded)] = encoded
                 seen = key
             if seen == key:
                 return base + k * SLOT

@@ -377,6 +377,9 @@ class Emulator:
         self.read_samples = dict.fromkeys(indices, 0)
         self.samples = dict.fromkeys(indices, 0)
         self.last_table: dict[int, tuple[int, int]] = {}  # per-OST table counters at the last update
+        # per OST, per job (I/O class): cumulative [read, write] bytes and samples, and the table's last counters
+        self.jobs: dict[int, dict[str, list[int]]] = {i: {} for i in indices}
+        self.last_jobs: dict[int, dict[str, tuple[int, int]]] = {}
         self.background = dict.fromkeys(indices, 0.0)  # bytes of background load not yet counted
         self.last_time: float | None = None
         self.last_per: dict[int, int] | None = None  # per-OST bytes of the last walk
@@ -399,6 +402,7 @@ class Emulator:
     def _table_counters(self) -> dict[int, tuple[int, int]]:
         from iez.emulate.bandwidth import Table
 
+        self._table_jobs: dict[int, dict[str, tuple[int, int]]] = {}
         try:
             table = Table(self.layout.root)
         except ValueError:
@@ -408,11 +412,45 @@ class Emulator:
             for ost in self.layout.osts:
                 try:
                     out[ost.index] = table.counters(ost.index)
+                    self._table_jobs[ost.index] = table.job_counters(ost.index)
                 except ValueError:
                     pass
             return out
         finally:
             table.close()
+
+    def _update_jobs(self, index: int) -> bool:
+        """Adds what each job (I/O class) sent through OST ``index`` since the last update; True when any did."""
+        now_jobs = self._table_jobs.get(index, {})
+        before = self.last_jobs.get(index, {})
+        changed = False
+        for name, (read_now, written_now) in now_jobs.items():
+            read_before, written_before = before.get(name, (0, 0))
+            add_r = read_now - read_before if read_now >= read_before else read_now
+            add_w = written_now - written_before if written_now >= written_before else written_now
+            if add_r or add_w:
+                entry = self.jobs[index].setdefault(name, [0, 0, 0, 0])  # read, written, read samples, write samples
+                if add_r:
+                    entry[0] += add_r
+                    entry[2] += 1
+                if add_w:
+                    entry[1] += add_w
+                    entry[3] += 1
+                changed = True
+        self.last_jobs[index] = now_jobs
+        return changed
+
+    def _job_stats(self, index: int, now: float) -> str:
+        """An obdfilter ``job_stats`` block as Lustre prints it (``job_stats:`` then one ``- job_id:`` entry per
+        job, its counters in flow style); ``job_stats:`` alone when no job has sent anything."""
+        text = "job_stats:\n"
+        for name, (read, written, rs, ws) in sorted(self.jobs[index].items()):
+            text += f"- job_id:          {json.dumps(name)}\n  snapshot_time:   {int(now)}\n"
+            for label, total, samples in (("read_bytes", read, rs), ("write_bytes", written, ws)):
+                low = 1 if samples else 0
+                text += (f"  {label + ':':<17s}{{ samples: {samples:>11d}, unit: bytes, min: {low:>8d}, "
+                         f"max: {total:>8d}, sum: {total:>16d}, sumsq: {0:>18d} }}\n")
+        return text
 
     def _loads(self) -> dict[int, float]:
         """The background load of each OST now (MiB/s): ``iez cluster set --load`` rewrites cluster.json."""
@@ -461,6 +499,8 @@ class Emulator:
                 _write(d / "kbytesavail", f"{avail}\n")
             if walk or first or read_add > 0 or write_add > 0:
                 _write(d / "stats", self._stats(i, now))  # an idle OST's counters stand as they are
+            if self._update_jobs(i) or walk or first:
+                _write(d / "job_stats", self._job_stats(i, now))
         self.last_table = table
         if walk:
             self.apply_tbf()

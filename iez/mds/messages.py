@@ -40,6 +40,8 @@ OST_CAUSES = ("other_fs", "conflict", "bad_name")
 Text = Annotated[str, msgspec.Meta(min_length=1, max_length=255)]
 Count = Annotated[int, msgspec.Meta(ge=0, le=INT64_MAX)]
 Percent = Annotated[float, msgspec.Meta(ge=0, le=100)]
+#: Jobs one OST's entry of ``job_stats`` may list (agents send their top 32, agents.message.TOP_JOBS).
+MAX_JOBS_PER_OST = 256
 
 
 class Ost(msgspec.Struct, forbid_unknown_fields=True):
@@ -58,6 +60,19 @@ class Ost(msgspec.Struct, forbid_unknown_fields=True):
     readonly: Union[bool, None] = None
 
 
+class Job(msgspec.Struct, forbid_unknown_fields=True):
+    job_id: Text
+    read_bytes: Count
+    write_bytes: Count
+
+
+class OstJobs(msgspec.Struct, forbid_unknown_fields=True):
+    """One element of the optional top-level ``job_stats``: an OST of ``osts`` and its jobs' cumulative bytes."""
+
+    index: Annotated[int, msgspec.Meta(ge=0, le=65535)]
+    jobs: Annotated[list[Job], msgspec.Meta(max_length=MAX_JOBS_PER_OST)]
+
+
 class Message(msgspec.Struct):
     oss_id: Text
     seq: Count
@@ -66,6 +81,7 @@ class Message(msgspec.Struct):
     mem_pct: Percent
     osts: Annotated[list[Ost], msgspec.Meta(max_length=10_000)] = []
     interval_s: Union[Annotated[float, msgspec.Meta(gt=0, le=86400)], None] = None
+    job_stats: Union[Annotated[list[OstJobs], msgspec.Meta(max_length=10_000)], None] = None
     schema: Any = SCHEMA  # checked by hand, so a wrong one is a "version" drop
     version: Any = VERSION
 
@@ -157,4 +173,20 @@ def decode(frames: list[bytes]) -> OssReport:
         seen.add(ost.index)
     if len(seen) != len(msg.osts):
         raise _invalid("osts: an OST index appears twice")
-    return OssReport(msg.oss_id, msg.seq, _naive_utc(msg.time), msg.cpu_pct, msg.mem_pct, msg.osts, msg.interval_s)
+    jobs = None
+    if msg.job_stats is not None:
+        jobs = {}
+        for n, entry in enumerate(msg.job_stats):  # the same rules as iez.api.schemas.OssStats
+            if entry.index not in seen:
+                raise _invalid(f"job_stats.{n}.index: OST {entry.index} is not in osts")
+            if entry.index in jobs:
+                raise _invalid(f"job_stats.{n}.index: OST {entry.index} appears twice")
+            ids = set()
+            for k, job in enumerate(entry.jobs):
+                _unicode(job.job_id, f"job_stats.{n}.jobs.{k}.job_id")
+                ids.add(job.job_id)
+            if len(ids) != len(entry.jobs):
+                raise _invalid(f"job_stats.{n}.jobs: a job id appears twice")
+            jobs[entry.index] = [(job.job_id, job.read_bytes, job.write_bytes) for job in entry.jobs]
+    return OssReport(msg.oss_id, msg.seq, _naive_utc(msg.time), msg.cpu_pct, msg.mem_pct, msg.osts, msg.interval_s,
+                     jobs)

@@ -88,6 +88,14 @@ class _ServiceCollector:
             for name in STATES if current in STATES else (*STATES, current):
                 state.add_metric([*labels, name], 1 if name == current else 0)
         yield from (fill, total, avail, reserved, load, state)
+        tracker = getattr(s, "jobs", None)
+        if tracker is not None:  # job labels: at most iez.mds.jobs.TOP_PER_OST per OST, so a bounded cardinality
+            job_load = GaugeMetricFamily(prefix + "ost_job_bytes_per_second", "read+write rate of one of the OST's "
+                                         "top jobs (job_stats) over the load window", labels=["ost", "oss", "job"])
+            for index, jobs in tracker.top_per_ost().items():
+                for job in jobs:
+                    job_load.add_metric([str(index), tracker.oss_of.get(index, ""), job["job_id"]], job["bytes_s"])
+            yield job_load
         held = self._reservations()
         if held is not None:
             reservations = GaugeMetricFamily(prefix + "ost_reservations_bytes", "space iez's allocations hold on "

@@ -42,6 +42,7 @@ from iez.mds.lustre_params import LustreParamsReader
 from iez.mds.messages import CAUSES, MAX_FRAME_BYTES, OST_CAUSES, Rejected, decode
 from iez.mds.resources import NodeSampler, Usage
 from iez.mds.store import prune, store_batch
+from iez.mds.jobs import JobTracker
 from iez.mds.view import ClusterView, epoch
 from iez.placement import PlacementSettings, place_app
 
@@ -108,6 +109,7 @@ class MdsService:
         self.sampler = sampler or NodeSampler()
         self.counters = Counters()
         self.view = ClusterView.from_db(engine, config.interval_s, config.stale_intervals)
+        self.jobs = JobTracker()  # per-job rates from the agents' job_stats (iez.mds.jobs)
         self.usage = Usage(0.0, 0.0)
         self._stop = threading.Event()
         self._logged_causes: set[str] = set()
@@ -295,6 +297,9 @@ class MdsService:
         old = self.view.osses.get(report.oss_id)
         was_stale = old is not None and old.stale
         self.view.apply(report, now)
+        if report.jobs is not None:  # only the OSTs the report kept (_claim_osts may leave some out)
+            kept = {o.index for o in report.osts}
+            self.jobs.apply(report.oss_id, sample, {i: j for i, j in report.jobs.items() if i in kept})
         if was_stale:
             self.view.refresh()
             log.info("OSS %s reports again: its OSTs are back in allocation", report.oss_id)
@@ -576,6 +581,8 @@ class MdsService:
             # what placement sees as other jobs' traffic (iez.traffic), the busy OSTs only
             "loads_mib_s": {str(i): round(rate / (1 << 20), 3) for i, rate in sorted(self.view.loads().items())
                             if rate >= 1024},
+            # which jobs drive each OST and OSS (job_stats; the top few, bytes/s over the window)
+            "jobs": self.jobs.status(),
             "lustre": self.lustre_status,
             "allocation": {"passes": c.allocation_passes, "files": c.allocated, "deferred": c.deferred,
                            "failed": c.failed, "refused": c.refused, "last": self._last_allocation,

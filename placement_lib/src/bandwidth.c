@@ -79,6 +79,12 @@ static unsigned char *classes;       /* the class slots */
 static uint64_t *lanes;              /* busy-until per (server, class) */
 static const unsigned char *limits;  /* f64 TBF rate limit per (OSS, class) */
 static uint32_t my_class;            /* this process's class slot (0: the default class) */
+/* Optional tail (tables made by iez 0.x with job attribution): the class names (BW_NAME bytes each,
+ * NUL-terminated, written by the process that claims the slot) and per (OST, class) u64 bytes read
+ * and u64 bytes written: the emulated servers' job_stats, a job being an I/O class. */
+#define BW_NAME 64
+static unsigned char *class_names;
+static uint64_t *job_bytes;
 static double window = 4.0 * 1024 * 1024;
 /* IEZ_EMULATE_SCALE=K: each byte read or written stands for K bytes of the file at K times its
  * offset, so a program can exercise a layout made for a file K times larger (iez demo) */
@@ -172,6 +178,14 @@ static void join_class(void)
                 seen = expected;
         }
         if (seen == key) {
+            if (class_names) { /* the name, for the emulated job_stats (the same bytes whoever writes it) */
+                unsigned char *n = class_names + (size_t)k * BW_NAME;
+                size_t len = strlen(name);
+                if (len > BW_NAME - 1)
+                    len = BW_NAME - 1;
+                for (size_t j = 0; j < len; j++)
+                    __atomic_store_n(&n[j], (unsigned char)name[j], __ATOMIC_RELAXED);
+            }
             put_f64(classes + (size_t)k * BW_SLOT + 8, weight);
             put_f64(classes + (size_t)k * BW_SLOT + 16, cap);
             my_class = k;
@@ -229,6 +243,13 @@ void iez_bw_load(const char *root)
     classes = t + BW_HEADER + ((size_t)no + ns) * BW_SLOT;
     lanes = (uint64_t *)(void *)(classes + (size_t)nc * BW_SLOT);
     limits = (const unsigned char *)(lanes + ((size_t)no + ns) * nc);
+    {
+        uint64_t base = BW_HEADER + ((uint64_t)no + ns + nc) * BW_SLOT + ((uint64_t)no + 2 * ns) * nc * 8;
+        if ((uint64_t)st.st_size >= base + (uint64_t)nc * BW_NAME + (uint64_t)no * nc * 16) {
+            class_names = t + base;
+            job_bytes = (uint64_t *)(void *)(t + base + (size_t)nc * BW_NAME);
+        }
+    }
     files = f;
     const char *wv = getenv("IEZ_EMULATE_WINDOW"); /* this process's bytes in flight per server */
     if (wv && *wv) {
@@ -501,6 +522,9 @@ static void reserve_io(void *p)
         /* the OST counts what it served, as an obdfilter's read_bytes/write_bytes do (the emulator
          * publishes them in the OST's stats file, so the agents and the MDS see real traffic) */
         __atomic_add_fetch((uint64_t *)(void *)(slot + (writing ? 24 : 16)), per[i], __ATOMIC_RELAXED);
+        if (job_bytes) /* and per job (I/O class), as its job_stats do */
+            __atomic_add_fetch(&job_bytes[((size_t)bf->osts[i] * nclasses + my_class) * 2 + (writing ? 1 : 0)],
+                               per[i], __ATOMIC_RELAXED);
         uint64_t end = reserve(bf->osts[i], slot, per[i], started_ns, &ret);
         if (end > done)
             done = end;

@@ -103,7 +103,7 @@ def test_lctl_on_path_is_run_with_the_right_patterns(tmp_path: Path, run_agent):
     assert argv_log.read_text().split() == ["get_param", *LCTL_PATTERNS]
     assert LCTL_PATTERNS == ("obdfilter.*.kbytestotal", "obdfilter.*.kbytesavail", "obdfilter.*.stats",
                              "osd-*.*.kbytestotal", "osd-*.*.kbytesavail", "obdfilter.*.degraded",
-                             "obdfilter.*.readonly", "obdfilter.*.no_precreate")
+                             "obdfilter.*.readonly", "obdfilter.*.no_precreate", "obdfilter.*.job_stats")
     msg = json.loads(done.stdout)
     assert msg["source"] == "lctl"
     assert [(o["name"], o["read_bytes"]) for o in msg["osts"]] == [("ai400x2-OST0000", 58370831220736),
