@@ -39,7 +39,7 @@ def register(subparsers) -> None:
     follow.add_argument("--cluster", metavar="ROOT", help="an emulated cluster: follow its emulated MDT's log")
     follow.add_argument("--once", action="store_true", help="apply the records there are now and exit")
     follow.add_argument("--interval", type=float, default=1.0, metavar="S", help="seconds between reads")
-    follow.add_argument("--batch", type=int, default=20000, metavar="N", help="records per transaction")
+    follow.add_argument("--batch", type=int, default=100_000, metavar="N", help="records per transaction")
     follow.add_argument("--max-lag", type=int, default=None, metavar="N",
                         help="rescan rather than replay a backlog of more records (default 10,000,000)")
     follow.add_argument("--json", action="store_true", help="print one JSON object")

@@ -135,24 +135,40 @@ def parse_many(lines: list[str], where: str = "changelog") -> list[Record]:
         return [parse(line, where) for line in lines]
     out = []
     append = out.append
+    extras: dict[str, tuple | None] = {}  # the optional fields repeat (same user, job, nid): read once per text
     for (index, code, kind, stamp, flags, target, extra, parent, name), line in zip(found, lines):
         if TYPES.get(int(code)) != kind or (kind in _NAMED and not name) or (name and " s=[" in name):
             append(parse(line, where))
             continue
         uid = gid = job = None
         if extra:
-            for field in extra[1:].split(" "):
-                key, _, value = field.partition("=")
-                if key == "u":
-                    u, colon, g = value.partition(":")
-                    if not (colon and u.isdigit() and g.isdigit()):
-                        return [parse(one, where) for one in lines]
-                    uid, gid = int(u), int(g)
-                elif key == "j":
-                    job = value
+            hit = extras.get(extra, False)
+            if hit is False:
+                hit = extras[extra] = _extra(extra) if len(extras) < 10_000 else None
+                if hit is None:
+                    extras.pop(extra, None)
+                    hit = _extra(extra)
+            if hit is None:
+                return [parse(one, where) for one in lines]
+            uid, gid, job = hit
         append(Record(int(index), kind, int(flags, 16), target, stamp, parent or None, name or None, None, None,
                       None, uid, gid, job))
     return out
+
+
+def _extra(extra: str) -> tuple | None:
+    """``(uid, gid, job)`` of the optional fields (`` ef=0xf u=0:0 nid=...``), None if ``u=`` is not two numbers."""
+    uid = gid = job = None
+    for field in extra[1:].split(" "):
+        key, _, value = field.partition("=")
+        if key == "u":
+            u, colon, g = value.partition(":")
+            if not (colon and u.isdigit() and g.isdigit()):
+                return None
+            uid, gid = int(u), int(g)
+        elif key == "j":
+            job = value
+    return uid, gid, job
 
 
 def _parse_slow(line: str, where: str) -> Record:

@@ -74,12 +74,15 @@ class EmulatedChangelog:
                           "cluster?)") from None
         with handle:
             handle.seek(_seek(handle, start))
+            skipping = True  # records are in order: once one is at or after start, the rest are too
             for line in handle:
                 if not line.endswith("\n"):
                     return  # an append in progress: read it next time
-                n = record_index(line)
-                if n is not None and n < start:
-                    continue
+                if skipping:
+                    n = record_index(line)
+                    if n is not None and n < start:
+                        continue
+                    skipping = n is None
                 yield line
 
     def clear(self, end: int) -> None:

@@ -219,9 +219,13 @@ def scan(engine: Engine, roots: list[str], workers: int | None = None) -> ScanRe
         fid = Fids(LayoutReader()).of([(root, st)])[0]
         if fid is None:
             raise ValueError(f"--root {given}: no FID (lfs path2fid failed)")
-        with store.transaction(engine) as conn:
+        def start(conn, root=root, fid=fid) -> tuple[int, int]:
             root_id, gen = store.ensure_root(conn, root, fid)
             store.put_dirs(conn, [{"fid": fid, "parent": None, "name": root, "root_id": root_id, "gen": gen}])
+            return root_id, gen
+
+        # every write below is re-run whole if Galera refuses it (store.write: no allocation lock taken)
+        root_id, gen = store.write(engine, start)
         tasks, top_dirs = _tasks(root, fid, root_id, gen, workers * 4)
         pending_dirs, pending_files, pending_objects = list(top_dirs), [], {}
 
@@ -229,9 +233,11 @@ def scan(engine: Engine, roots: list[str], workers: int | None = None) -> ScanRe
             nonlocal pending_dirs, pending_files, pending_objects
             if not force and len(pending_files) + len(pending_dirs) < BATCH:
                 return
-            with store.transaction(engine) as conn:
+            def put(conn) -> None:
                 store.put_dirs(conn, pending_dirs)
                 store.put_files(conn, pending_files, pending_objects)
+
+            store.write(engine, put)
             pending_dirs, pending_files, pending_objects = [], [], {}
 
         if workers > 1 and len(tasks) > 1:
@@ -253,8 +259,8 @@ def scan(engine: Engine, roots: list[str], workers: int | None = None) -> ScanRe
                 flush()
         flush(force=True)
         report.dirs += len(top_dirs) + 1
-        with store.transaction(engine) as conn:
-            removed, _ = store.finish_root(conn, root_id, gen, time.monotonic() - t0)
+        seconds = time.monotonic() - t0
+        removed, _ = store.write(engine, lambda conn, r=root_id, g=gen, s=seconds: store.finish_root(conn, r, g, s))
         report.removed += removed
         report.roots.append(root)
     report.seconds = time.monotonic() - started
