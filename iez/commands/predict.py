@@ -14,6 +14,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
+from pathlib import Path
 
 from iez.commands.db import add_db_option, db_errors, settings_from
 from iez.db import open_db
@@ -42,7 +44,14 @@ def register(subparsers) -> None:
         description="Predict APP's next run from the traces at --trace and store the requests (source "
         "predicted) so that the MDS allocates them; with --status, say whether APP is flagged for re-tracing "
         f"(its latest run missed more than {DEFAULT_MISS_RATE:.0%} of its files, or ${RETRACE_ENV}).")
-    p.add_argument("app", metavar="APP", help="application name (as the library records it: IEZ_APP)")
+    p.add_argument("app", metavar="APP", nargs="?", help="application name (as the library records it: IEZ_APP)")
+    p.add_argument("--darshan-dir", metavar="DIR", help="instead of APP: import the new Darshan logs of a site's "
+                   "log tree (DIR/YYYY/M/D/...), group them by application and user, predict each group's next "
+                   "run and store it as APP <exe>.<user> (docs/scheduler.md); never reads a log twice")
+    p.add_argument("--watch", type=float, nargs="?", const=60.0, metavar="S",
+                   help="with --darshan-dir: keep importing, a pass every S seconds (default 60)")
+    p.add_argument("--darshan-state", metavar="FILE", help="with --darshan-dir: the state of imported logs "
+                   "(default $IEZ_STATE_DIR/darshan-imports.sqlite)")
     p.add_argument("--trace", metavar="DIR_OR_LOG", help="traces of APP's runs: as for iez predict, or a Darshan log; "
                    "of tracing-mode files only the rows of APP are read")
     p.add_argument("--trace-app", metavar="NAME", help="read the traced rows of NAME instead of APP's (traces made "
@@ -194,9 +203,45 @@ def _print_prediction(prediction: Prediction) -> None:
         print(f"{r['rank']:>6} {r['write_bytes']:>16} {r['stripe_count']:>7}  {r['file']}")
 
 
+def _learn_darshan_dir(args: argparse.Namespace, settings) -> int:
+    from iez.predict.darshan_dir import STATE_FILE, one_pass, open_state
+
+    if args.app or args.trace or args.status or args.retrace:
+        raise ValueError("--darshan-dir takes no APP, --trace, --status or --retrace")
+    root = Path(args.darshan_dir)
+    if not root.is_dir():
+        raise ValueError(f"--darshan-dir {root}: not a directory")
+    if args.watch is not None and not 1 <= args.watch <= 86400:
+        raise ValueError(f"--watch {args.watch} is outside 1..86400 seconds")
+    open_db(settings)  # the DB must exist at the current schema
+    conn = open_state(Path(args.darshan_state) if args.darshan_state else Path(settings.state_dir) / STATE_FILE)
+    try:
+        while True:
+            result = one_pass(conn, root, settings, args.selection)
+            if args.json:
+                print(json.dumps(result.to_dict()), flush=True)
+            else:
+                print(f"{root}: {result.seen} logs, {result.imported} imported, {result.corrupt} corrupt, "
+                      f"{result.skipped} known; {result.groups} application(s) learnt, {result.stored} requests "
+                      f"stored ({result.seconds:.2f} s)", flush=True)
+            if args.watch is None:
+                return 0
+            time.sleep(args.watch)
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        conn.close()
+
+
 @db_errors
 def _learn(args: argparse.Namespace) -> int:
     settings = settings_from(args)
+    if args.darshan_dir:
+        return _learn_darshan_dir(args, settings)
+    if args.watch is not None or args.darshan_state:
+        raise ValueError("--watch and --darshan-state go with --darshan-dir")
+    if not args.app:
+        raise ValueError("give APP (or --darshan-dir DIR)")
     if args.status or args.retrace:
         if args.trace:
             raise ValueError("--trace does not go with --status or --retrace")

@@ -210,11 +210,11 @@ def status(settings: Settings, app: str, threshold: float | None = None, engine=
 # ---- storing predictions ------------------------------------------------------------------------
 
 def store_predictions(settings: Settings, app: str, requests: Sequence[PRequest], replace: bool = True,
-                      engine=None) -> dict:
+                      engine=None, owner: str | None = None) -> dict:
     """Store the named predicted requests for ``app``; with ``replace``, drop its other predicted requests."""
     engine = engine or open_db(settings)
     named = [r for r in requests if r.file is not None]
-    owner = login_user()
+    owner = owner or login_user()  # a Darshan log's user (iez learn --darshan-dir), else who runs this
 
     def store(session) -> tuple[list[int], int]:  # may run twice (write_transaction): DB work only
         removed = 0
@@ -291,10 +291,10 @@ def load_trace(path: Path | str, app: str | None = None) -> list[RunData]:
 
 
 def record_learning(settings: Settings, app: str, prediction: Prediction, allocate: str | None = None,
-                    replace: bool = True) -> dict:
+                    replace: bool = True, owner: str | None = None) -> dict:
     """Store a prediction as ``app``'s requests (and allocate them with ``allocate``); clears the re-trace flag."""
     engine = open_db(settings)
-    stored = store_predictions(settings, app, prediction.final.requests, replace, engine)
+    stored = store_predictions(settings, app, prediction.final.requests, replace, engine, owner=owner)
     if allocate:
         from iez.placement import PlacementSettings, place_app
 
