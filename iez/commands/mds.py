@@ -12,7 +12,10 @@ One MDS is active per interaction DB (:mod:`iez.mds.lease`): at start it claims
 the DB's active-MDS record, renews it every ``--interval`` and releases it on a
 clean exit. A second ``iez mds`` on the same DB says in one line which one is
 active (pid, host, since) and exits 2, or with ``--standby`` waits and takes
-over when the active one stops, or misses its heartbeat for 3 intervals.
+over when the active one stops, or misses its heartbeat for 3 lease intervals
+(``--lease-interval``, by default half the report interval). A standby binds and
+ingests the agents' reports into its own view meanwhile (agents publish to every
+MDS endpoint listed), so the takeover places with fresh data.
 """
 
 from __future__ import annotations
@@ -95,8 +98,14 @@ def register(subparsers) -> None:
                    help="serve Prometheus metrics (iez.mds.metrics) on http://HOST:PORT/metrics; the shipped "
                         "unit uses 127.0.0.1:9555 (default: none, not served)")
     p.add_argument("--standby", action="store_true",
-                   help="when another MDS is active on this DB, wait (saying so once) and take over when it stops "
-                        "or misses its heartbeat for 3 of its intervals (default: say which MDS is active, exit 2)")
+                   help="when another MDS is active on this DB, stand by (saying so once): bind, ingest the agents' "
+                        "reports into this service's own view, store and allocate nothing, and take over when the "
+                        "active one stops or misses its heartbeat for 3 lease intervals (default: say which MDS is "
+                        "active, exit 2)")
+    p.add_argument("--lease-interval", type=float, metavar="S",
+                   help="seconds between renewals of the active-MDS lease; it is stale (a standby takes over) after "
+                        "3 of them (default: half of --interval, so a standby on another node takes over within "
+                        "2 report intervals of the active service's death; on the same node at its next poll)")
     p.add_argument("--status", action="store_true", help="print the status of the running MDS and exit")
     p.add_argument("--json", action="store_true", help="with --status: print the JSON as is")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
@@ -120,6 +129,7 @@ def _run(args: argparse.Namespace) -> int:
                                    ("--ost-bandwidth", args.ost_bandwidth, 1e-3, 1e9),
                                    ("--oss-bandwidth", args.oss_bandwidth, 1e-3, 1e9),
                                    ("--series-interval", args.series_interval, 0, 86400),
+                                   ("--lease-interval", args.lease_interval or 1.0, 0.1, 86400),
                                    ("--lustre-params-interval", args.lustre_params_interval or 1.0, 0.1, 86400)):
         if not low <= value <= high:
             raise ValueError(f"{name} {value} is outside {low}..{high}")
@@ -181,23 +191,36 @@ def _run(args: argparse.Namespace) -> int:
                        lustre_params_interval_s=args.lustre_params_interval,
                        maps_dir=None if args.maps_dir == "none" else Path(args.maps_dir or Path(settings.state_dir) / "maps"))
     # one active MDS per DB: claim its record before reading the view, binding or allocating
-    from iez.mds.lease import MdsLease, start_as_active
+    from iez.mds.lease import MdsLease, log_active, start_as_active
 
-    lease, stopping, services = MdsLease(engine, args.interval, endpoint=args.bind), threading.Event(), []
+    lease_interval = args.lease_interval or args.interval / 2
+    lease, stopping, services = MdsLease(engine, lease_interval, endpoint=args.bind), threading.Event(), []
 
-    def _stop(*_) -> None:  # SIGTERM/SIGINT while standing by or starting (the service's run() sets its own)
+    def _stop(*_) -> None:  # SIGTERM/SIGINT while starting (the service's run() sets its own)
         stopping.set()
         for started in services:
             started.stop()
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, _stop)
-    code = start_as_active(lease, args.standby, stopping)
-    if code is not None:
-        return code
-    logging.getLogger("iez.mds").info("Lustre parameters of the MDS from %s", lustre_params.describe())
+    mds_log = logging.getLogger("iez.mds")
+    holder, said = None, False
+    if args.standby:
+        holder = lease.claim()
+        if holder is not None:
+            mds_log.warning("standing by: another MDS is active on this DB: %s; ingesting the agents' reports and "
+                            "taking over when it stops or misses its heartbeat for %g s", holder.who(),
+                            holder.stale_after_s)
+    else:
+        code = start_as_active(lease, False, stopping)
+        if code is not None:
+            return code
+        said = True
+    if holder is None and not said:
+        log_active(lease)
+    mds_log.info("Lustre parameters of the MDS from %s", lustre_params.describe())
     if ignored_keys:
-        logging.getLogger("iez.mds").warning("--insecure: ignoring --curve-secret-key and --curve-authorized")
+        mds_log.warning("--insecure: ignoring --curve-secret-key and --curve-authorized")
     try:
         service = MdsService(engine, config)
         services.append(service)
@@ -206,16 +229,39 @@ def _run(args: argparse.Namespace) -> int:
 
         def deposed() -> None:  # another MDS took the record over: stop, leaving its status file alone
             service.config.status_file = None
+            service._standby_status_file = None
             service.stop()
 
         service.fence, service.fenced = lease.fence, lambda _err: deposed()
-        lease.start_heartbeat(on_lost=deposed, endpoint=lambda: service.endpoint)
+
+        def heartbeat() -> None:
+            lease.start_heartbeat(on_lost=deposed, endpoint=lambda: service.endpoint)
+
+        if holder is None:
+            service.lease_generation = lease.generation
+            heartbeat()
+        else:  # standby: the service ingests into its view while a thread waits for the lease
+            service.stand_by()
+            first = holder
+
+            def changed(now) -> None:
+                if now.owner != first.owner:
+                    mds_log.info("standing by: the active MDS is now %s", now.who())
+
+            def wait_for_lease() -> None:
+                # read the record 4 times a lease interval (at most every second): a stale lease is claimed
+                # within a quarter of a lease interval of going stale
+                if lease.wait(service._stop, on_holder=changed, poll_s=min(1.0, lease_interval / 4)):
+                    heartbeat()
+                    log_active(lease)
+                    service.promote(lease.generation)
+
+            threading.Thread(target=wait_for_lease, name="iez-mds-standby", daemon=True).start()
         if args.metrics_bind != "none":
             from iez.mds.metrics import MdsMetrics
 
             service.metrics = MdsMetrics(service)
-            logging.getLogger("iez.mds").info("metrics on http://%s:%d/metrics",
-                                              *service.metrics.serve(args.metrics_bind))
+            mds_log.info("metrics on http://%s:%d/metrics", *service.metrics.serve(args.metrics_bind))
         code = service.run()
     finally:
         lease.release()  # after the last allocation and the last stored report

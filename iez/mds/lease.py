@@ -449,9 +449,14 @@ def start_as_active(lease: MdsLease, standby: bool, stop: threading.Event) -> in
 
         if not lease.wait(stop, on_holder=changed):
             return 0
+    log_active(lease)
+    return None
+
+
+def log_active(lease: MdsLease) -> None:
+    """Say that ``lease`` is held now, and after whom."""
     log.info("active MDS of this DB (lease generation %d, renewed every %g s, stale after %g s)%s", lease.generation,
              lease.interval_s, lease.ttl.total_seconds(), _after(lease.previous))
-    return None
 
 
 def _after(previous: Holder | None) -> str:

@@ -66,7 +66,16 @@ class _ServiceCollector:
         started.add_metric([], s.started)
         insecure = GaugeMetricFamily(prefix + "ingest_insecure", "1 when reports are accepted without CURVE keys")
         insecure.add_metric([], 1 if getattr(s.config, "insecure", False) or not s.config.curve_secret_key else 0)
-        yield from (up, started, insecure)
+        active = GaugeMetricFamily(prefix + "active", "1 while this service holds the active-MDS lease and "
+                                   "allocates, 0 while it stands by (ingesting only)")
+        active.add_metric([], 1 if getattr(s, "active", True) else 0)
+        since = GaugeMetricFamily(prefix + "active_since_seconds", "when this service became the active one "
+                                  "(Unix time; 0 while it stands by)")
+        since.add_metric([], getattr(s, "active_since", None) or 0)
+        generation = GaugeMetricFamily(prefix + "lease_generation", "the active-MDS lease generation this "
+                                       "service holds (0 while it stands by)")
+        generation.add_metric([], (getattr(s, "lease_generation", None) or 0) if getattr(s, "active", True) else 0)
+        yield from (up, started, insecure, active, since, generation)
 
         fill = GaugeMetricFamily(prefix + "ost_fill", "share of the OST in use (0..1)", labels=["ost", "oss"])
         total = GaugeMetricFamily(prefix + "ost_kbytes_total", "OST size, KiB", labels=["ost", "oss"])

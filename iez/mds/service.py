@@ -13,6 +13,13 @@ Allocations go through :func:`iez.placement.place_app`, whose
 transaction serialises with every other writer, so two triggers at once never
 reserve the same free space twice. SIGTERM finishes the step under way
 (an allocation included), stores what was received, and exits.
+
+A standby service (``iez mds --standby`` while another holds the lease,
+:mod:`iez.mds.lease`) runs the same loop with :attr:`MdsService.active` false: it binds,
+decodes and validates every agent report and applies it to its own live view
+(and reads the MDT parameters), so that a takeover places with fresh data; it
+stores nothing, allocates nothing and writes no status file. :meth:`MdsService.promote`
+(called once the lease is claimed) makes it the active service at the loop's next turn.
 """
 
 from __future__ import annotations
@@ -138,6 +145,34 @@ class MdsService:
         # LeaseLost when this MDS's generation is no longer the current one; ``fenced`` is then told (and stops it)
         self.fence = None
         self.fenced = None
+        # a standby (issue 25) ingests into its view only; promote() makes it the active service
+        self.active = True
+        self.active_since: float | None = time.time()
+        self.lease_generation: int | None = None
+        self._promote = threading.Event()
+        self._standby_status_file: Path | None = None
+
+    def stand_by(self) -> None:
+        """Start as a standby: ingest into the view, store and allocate nothing, write no status file."""
+        self.active, self.active_since = False, None
+        self._standby_status_file, self.config.status_file = self.config.status_file, None
+
+    def promote(self, generation: int | None = None) -> None:
+        """This service now holds the lease: become the active one at the loop's next turn (any thread)."""
+        self.lease_generation = generation
+        self._promote.set()
+
+    def _become_active(self) -> None:
+        self._promote.clear()
+        self.active, self.active_since = True, time.time()
+        if self._standby_status_file is not None:
+            self.config.status_file = self._standby_status_file
+        self._last_pending = frozenset()  # every pending request gets a pass at once
+        self.view.refresh()
+        log.info("active now (lease generation %s), placing with the view the standby kept: %d OSS(s) fresh, "
+                 "%d stale, %d OST(s)", self.lease_generation, len(self.view.fresh()), len(self.view.stale()),
+                 len(self.view.osts))
+        self.write_status()
 
     # -- lifecycle ------------------------------------------------------------------
     def stop(self) -> None:
@@ -198,7 +233,8 @@ class MdsService:
             ctx.destroy(linger=0)
             self._stop_writer()
             raise
-        log.info("listening on %s; %d OSS(s), %d OST(s) known from the DB (%d stale)", self.endpoint,
+        log.info("%s on %s; %d OSS(s), %d OST(s) known from the DB (%d stale)",
+                 "listening" if self.active else "standby: ingesting (not storing, not allocating)", self.endpoint,
                  len(self.view.osses), len(self.view.osts), len(self.view.stale()))
         if self.keys is not None:
             log.info("ingest authenticated (CURVE): %d OSS key(s) in %s", len(self.keys.oss_ids()),
@@ -214,7 +250,9 @@ class MdsService:
         params_every = self.config.lustre_params_interval_s or self.config.interval_s
         try:
             while not self._stop.is_set():
-                if poller.poll(timeout=250):
+                if self._promote.is_set():
+                    self._become_active()
+                if poller.poll(timeout=250 if self.active else 100):
                     self._drain(sock)
                 now = time.monotonic()
                 if now >= next_params and self.config.lustre_params is not None:
@@ -226,8 +264,9 @@ class MdsService:
                 if now >= next_check:
                     next_check = now + self.config.poll_s
                     self._check_staleness()
-                    self.allocate_if_due()
-                if now >= next_prune:
+                    if self.active:
+                        self.allocate_if_due()
+                if now >= next_prune and self.active:
                     next_prune = now + 3600
                     prune(self.engine, self.config.retain)
                 if now >= next_status:
@@ -365,6 +404,9 @@ class MdsService:
     def _flush(self) -> None:
         """Hand the received reports to the writer thread (it stores while this thread decodes)."""
         if not self._batch and not self._batch_policies:
+            return
+        if not self.active:  # a standby's reports went to its view; the active service stores them
+            self._batch, self._batch_policies = [], {}
             return
         batch, self._batch = self._batch, []
         policies, self._batch_policies = self._batch_policies, {}
@@ -564,6 +606,9 @@ class MdsService:
         return {
             "pid": os.getpid(),
             "endpoint": self.endpoint,
+            "role": "active" if self.active else "standby",
+            "active_since": self.active_since,
+            "lease_generation": self.lease_generation,
             "started": self.started,
             "time": time.time(),
             "ingest": self.ingest,

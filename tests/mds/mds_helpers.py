@@ -46,6 +46,8 @@ class Mds:
         with self.log.open("a") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "iez.cli", "mds", "--db", self.db, "--bind", self.endpoint, "--interval", "1",
+                 # the lease tests' arithmetic: heartbeat every second, stale after 3 (the default is interval/2)
+                 *([] if "--lease-interval" in self.extra else ["--lease-interval", "1"]),
                  "--cpu-max", "100", "--mem-max", "100", "--status-file", str(self.status_file),
                  # without keys the MDS refuses to start: these tests that do not test ingest say so explicitly
                  *([] if "--curve-secret-key" in self.extra else ["--insecure"]), *self.extra],
