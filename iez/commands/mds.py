@@ -81,11 +81,13 @@ def register(subparsers) -> None:
     p.add_argument("--series-interval", type=float, default=60.0, metavar="S",
                    help="seconds between an OSS's rows in the stored time series (default 60; 0 keeps every "
                         "message); the live view always uses every message")
-    p.add_argument("--lustre-params", metavar="lctl|DIR|FILE|none",
+    p.add_argument("--lustre-params", metavar="lctl|DIR|FILE|none", action="append",
                    help="where the MDS's Lustre parameters (lod.*.pools.*, osp.*.active, max_create_count, "
                         "reserved_mb_low, lod.*.qos_*) are read: lctl, a parameter tree (DIR[:DIR...], e.g. "
                         "/proc/fs/lustre:/sys/fs/lustre), saved 'lctl get_param' text, or none "
-                        "(default: lctl when on PATH, else none)")
+                        "(default: lctl when on PATH, else none). Several MDSs (DNE): give it once per MDS node "
+                        "(its tree or saved text); every MDT's pools and osp states are merged: an OST takes new "
+                        "stripes only if every MDT may create on it, a pool has the OSTs every MDT lists in it")
     p.add_argument("--lustre-params-interval", type=float, metavar="S",
                    help="seconds between readings of those parameters (default: --interval)")
     p.add_argument("--fsname", metavar="NAME", help="the file system this MDS serves: OSTs of others are refused, "

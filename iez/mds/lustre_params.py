@@ -22,9 +22,24 @@ parameters and the formats Lustre prints them in (``lustre/lod/lproc_lod.c``,
   weighted allocator's settings, shown and given to the ``qos`` baseline.
 
 ``osp.<fs>-MDT<m>-osp-MDT<n>`` devices (one MDT seen from another, DNE) are
-ignored. With several MDTs each has its own ``lod`` and ``osp`` devices: an
-OST's state is the most restrictive any MDT gives it, its pools the union, its
-reserved space the largest; qos settings come from the lowest MDT index.
+ignored.
+
+Several MDTs (DNE; issue 25). Each MDT has its own ``lod`` and ``osp`` devices, on
+its own MDS node; ``iez mds --lustre-params`` is given once per MDS node (each a
+tree, saved text or lctl) and every reading reads them all. iez does not know
+which MDT holds the directory of a file it places, so it uses only what every MDT
+allows, and then any MDT may create the file with its layout:
+
+- an OST takes new stripes only if every MDT's ``osp`` says it may: its state is
+  the most restrictive any MDT gives it, and an OST that has ``osp`` devices on some
+  MDTs but none on another (that MDT cannot create objects there) is ``inactive``;
+- a pool's members are those every MDT that defines the pool lists (the
+  intersection; Lustre keeps pools identical on every MDT, so this differs from
+  each MDT's list only while a ``pool_add`` is reaching them);
+- an OST's reserved space is the largest any MDT keeps back; qos settings come from
+  the lowest MDT index.
+
+A reading in which any source fails leaves the previous reading in force.
 """
 
 from __future__ import annotations
@@ -116,7 +131,8 @@ def parse_mds_params(params: list[Param], fsname: str | None = None) -> LustrePa
     """
     states: dict[int, list[str]] = {}
     reserved: dict[int, int] = {}
-    members: dict[str, set[int]] = {}
+    members: dict[str, dict[int, set[int]]] = {}  # pool -> MDT index -> members on that MDT
+    osp_mdts: dict[int, set[int]] = {}  # OST index -> MDTs with an osp device for it
     qos: dict[str, tuple[int, int]] = {}  # key -> (MDT index, value)
     seen_fs: dict[str, str] = {}  # fsname -> where first seen
 
@@ -139,7 +155,7 @@ def parse_mds_params(params: list[Param], fsname: str | None = None) -> LustrePa
                     check_pool_name(pool, param.where())
                 except ValueError as err:
                     raise ParseError(param.source, param.line, str(err).split(": ", 1)[1]) from None
-                found = members.setdefault(pool, set())
+                found = members.setdefault(pool, {}).setdefault(int(lod["mdt"], 16), set())
                 for number, text in _value_lines(param):
                     uuid = _OST_UUID.match(text)
                     if not uuid:
@@ -159,6 +175,7 @@ def parse_mds_params(params: list[Param], fsname: str | None = None) -> LustrePa
             if not osp or not wanted(osp["fs"], param):
                 continue
             index = int(osp["ost"], 16)
+            osp_mdts.setdefault(index, set()).add(int(osp["mdt"], 16))
             if leaf == "active":
                 value = _single(param, _UNSIGNED, "0 or 1")
                 states.setdefault(index, []).append("active" if value else "inactive")
@@ -172,7 +189,11 @@ def parse_mds_params(params: list[Param], fsname: str | None = None) -> LustrePa
     if fsname is None and len(seen_fs) > 1:
         names = ", ".join(f"{fs} ({where})" for fs, where in sorted(seen_fs.items()))
         raise AgentError(f"the MDS parameters cover several file systems: {names}; choose one with --fsname")
-    pools = {name: tuple(sorted(found)) for name, found in members.items()}
+    pools = {name: tuple(sorted(set.intersection(*per_mdt.values()))) for name, per_mdt in members.items()}
+    mdts = set().union(*osp_mdts.values()) if osp_mdts else set()
+    for index, seen in osp_mdts.items():
+        if seen != mdts:  # an MDT without an osp device for this OST cannot create objects on it
+            states.setdefault(index, []).append("inactive")
     ost_pools: dict[int, list[str]] = {}
     for name, found in sorted(pools.items()):
         for index in found:
@@ -184,16 +205,49 @@ def parse_mds_params(params: list[Param], fsname: str | None = None) -> LustrePa
     return LustreParams(chosen, osts, pools, {key: value for key, (_, value) in sorted(qos.items())})
 
 
+class Sources:
+    """The sources of several MDS nodes (``--lustre-params`` given once per node), read as one: the
+    parameters of all, so that :func:`parse_mds_params` merges every MDT's. One that fails fails the reading."""
+
+    def __init__(self, sources: list[Source]):
+        self.sources = sources
+
+    @property
+    def kind(self) -> str:
+        kinds = sorted({s.kind for s in self.sources})
+        return kinds[0] if len(kinds) == 1 else "+".join(kinds)
+
+    def describe(self) -> str:
+        return " + ".join(s.describe() for s in self.sources)
+
+    def read(self) -> list[Param]:
+        params: list[Param] = []
+        for source in self.sources:
+            params.extend(source.read())
+        return params
+
+
 class LustreParamsReader:
-    """``--lustre-params``: ``lctl``, a parameter tree (``DIR[:DIR...]``), saved text (``FILE``) or ``none``."""
+    """``--lustre-params``: ``lctl``, a parameter tree (``DIR[:DIR...]``), saved text (``FILE``) or ``none``;
+    given several times (a list), the MDS nodes of a DNE file system, read together (:class:`Sources`)."""
 
     def __init__(self, source: Source | None, fsname: str | None = None):
         self.source = source
         self.fsname = fsname
 
     @classmethod
-    def from_option(cls, value: str | None, fsname: str | None = None, lctl: str = "lctl") -> "LustreParamsReader":
-        """The reader ``--lustre-params VALUE`` names; without a value: lctl when it is on PATH, else none."""
+    def from_option(cls, value: str | list[str] | None, fsname: str | None = None,
+                    lctl: str = "lctl") -> "LustreParamsReader":
+        """The reader ``--lustre-params VALUE`` names; without a value: lctl when it is on PATH, else none.
+        Several values (one per MDS node): every one read at each reading, merged."""
+        if isinstance(value, (list, tuple)):
+            if len(value) == 1:
+                value = value[0]
+            else:
+                if NONE in value:
+                    raise ValueError("--lustre-params none cannot be given with other sources")
+                readers = [cls.from_option(v, fsname, lctl) for v in value]
+                return cls(Sources([r.source for r in readers]), fsname)
         if value is None:
             found = shutil.which(lctl)
             return cls(LctlSource(found, patterns=MDS_PATTERNS) if found else None, fsname)
