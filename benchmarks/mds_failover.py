@@ -146,7 +146,7 @@ def drill(db: str, work: Path, kills: int, interval: float = 2.0, seed: int = 1,
     # holder's process is gone and waits for the lease to go stale (unshare --kill-child: SIGKILL reaches it)
     prefix = ["unshare", "--pid", "--fork", "--kill-child"] if cross_node else []
     services = [Service(name, db, work, interval, extra or [], prefix) for name in ("mds-a", "mds-b")]
-    stop = threading.Event()
+    stop, stop_agents = threading.Event(), threading.Event()  # the writer stops first, the agents last
     stored: list[str] = []
     errors: list[str] = []
 
@@ -154,11 +154,11 @@ def drill(db: str, work: Path, kills: int, interval: float = 2.0, seed: int = 1,
         pub = Publishers([s.endpoint for s in services], sndhwm=8, log=lambda m: None)
         try:
             seq = 0
-            while not stop.is_set():
+            while not stop_agents.is_set():
                 seq += 1
                 for k in range(3):
                     pub.send(report(f"oss{k}", seq, 5 * k, interval))
-                pub.wait(interval, stop.is_set)
+                pub.wait(interval, stop_agents.is_set)
         finally:
             pub.close()
 
@@ -228,6 +228,7 @@ def drill(db: str, work: Path, kills: int, interval: float = 2.0, seed: int = 1,
         final = counts()
     finally:
         stop.set()
+        stop_agents.set()
         for t in threads:
             if t.is_alive():
                 t.join(timeout=30)

@@ -316,8 +316,13 @@ def _print_status(path: Path, as_json: bool, settings) -> int:
         return 0
     m, a = status["messages"], status["allocation"]
     dropped = ", ".join(f"{k} {v}" for k, v in m["dropped"].items() if v) or "none"
+    since = status.get("active_since")
     print(f"MDS pid {status['pid']} on {status['endpoint']}, ingest {status.get('ingest', '?')}"
-          + (f", file system {status['fsname']}" if status.get("fsname") else ""))
+          + (f", file system {status['fsname']}" if status.get("fsname") else "")
+          + (f", {status['role']}" if status.get("role") else "")
+          + (f" since {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(since))}"
+             if isinstance(since, (int, float)) else "")
+          + (f" (lease generation {status['lease_generation']})" if status.get("lease_generation") else ""))
     print(f"messages: {m['accepted']} accepted, {m['stored']} stored, dropped: {dropped}")
     print(f"OSS: {len(status['osses']['fresh'])} fresh, stale: {' '.join(status['osses']['stale']) or 'none'}; "
           f"{status['osts']} OSTs")
