@@ -104,7 +104,14 @@ class Service:
 
     def stop(self) -> None:
         if self.alive():
-            self.proc.send_signal(signal.SIGTERM)
+            target = self.proc.pid
+            if self.prefix:  # unshare does not pass SIGTERM on: send it to the service itself
+                try:
+                    with open(f"/proc/{target}/task/{target}/children") as f:
+                        target = int(f.read().split()[0])
+                except (OSError, IndexError, ValueError):
+                    pass
+            os.kill(target, signal.SIGTERM)
             try:
                 self.proc.wait(timeout=60)
             except subprocess.TimeoutExpired:
