@@ -267,9 +267,13 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
     char *argv[] = {iez_cmd, "map", "fetch", "--api", api, "--app", app, "--out", map, "--json",
                     "--timeout", timeout, NULL};
     /* the job's environment (the user's PATH, PYTHONPATH, IEZ_MUNGE_SOCKET, tokens), not slurmstepd's */
-    extern char **environ;
+    char **job_env = NULL;
+    if (spank_get_item(sp, S_JOB_ENV, &job_env) != ESPANK_SUCCESS || !job_env) {
+        SAY("cannot read the job's environment: the job runs unplaced");
+        return 0;
+    }
     char out[8192], err[8192];
-    int rc = run_bounded(argv, environ, out, sizeof out, err, sizeof err, fetch_timeout + 2);
+    int rc = run_bounded(argv, job_env, out, sizeof out, err, sizeof err, fetch_timeout + 2);
     if (rc == 0) {
         const char *e = strstr(out, "\"entries\":");
         long entries = e ? strtol(e + 10, NULL, 10) : 0;
