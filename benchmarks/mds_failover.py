@@ -73,6 +73,7 @@ class Service:
     def start(self) -> None:
         self.status_file.unlink(missing_ok=True)
         self.starts += 1
+        self.started = time.monotonic()
         env = {**os.environ, "IEZ_STATE_DIR": str(self.work / f"state-{self.name}")}
         with self.log.open("a") as out:
             out.write(f"--- start {self.starts}\n")
@@ -201,6 +202,8 @@ def drill(db: str, work: Path, kills: int, interval: float = 2.0, seed: int = 1,
             victim = next(s for s in services if s.alive() and s.endpoint == holder)
             heir = next(s for s in services if s is not victim)
             wait_for(lambda: "standby: ingesting" in heir.this_start(), 120, "the heir to stand by", services)
+            # a standby that has run for a report interval at least (not a double fault right after a restart)
+            time.sleep(max(0.0, heir.started + interval + 0.2 - time.monotonic()))
             pending = len(stored)
             victim.proc.kill()  # SIGKILL: no release, no last store
             victim.proc.wait()
@@ -208,7 +211,8 @@ def drill(db: str, work: Path, kills: int, interval: float = 2.0, seed: int = 1,
                                f"takeover {k + 1}", services)
             active = wait_for(heir.active, 60, f"takeover {k + 1}: the heir's status", services) + claimed
             # the heir did not start from nothing: it had every OSS fresh in its view when it took over
-            warm = "3 OSS(s) fresh" in heir.this_start().split("active now (lease generation", 1)[-1][:200]
+            said = heir.this_start().split("active now (lease generation", 1)[-1][:300]
+            warm = "3 OSS(s) fresh" in said and "; 0 report(s) taken in" not in said
             takeovers.append({"kill": k + 1, "claimed_s": round(claimed, 3), "active_s": round(active, 3),
                               "claimed_intervals": round(claimed / interval, 3),
                               "active_intervals": round(active / interval, 3), "warm_view": warm,

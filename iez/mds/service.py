@@ -170,8 +170,8 @@ class MdsService:
         self._last_pending = frozenset()  # every pending request gets a pass at once
         self.view.refresh()
         log.info("active now (lease generation %s), placing with the view the standby kept: %d OSS(s) fresh, "
-                 "%d stale, %d OST(s)", self.lease_generation, len(self.view.fresh()), len(self.view.stale()),
-                 len(self.view.osts))
+                 "%d stale, %d OST(s); %d report(s) taken in while standing by", self.lease_generation,
+                 len(self.view.fresh()), len(self.view.stale()), len(self.view.osts), self.counters.accepted)
         self.write_status()
 
     # -- lifecycle ------------------------------------------------------------------
