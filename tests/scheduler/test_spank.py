@@ -82,6 +82,14 @@ class Slurm:
         return subprocess.run(["srun", "-N1", "-n1", *argv], env=environ, capture_output=True, text=True, timeout=300)
 
     def stop(self) -> None:
+        # the jobs' slurmstepd finish their steps with slurmd: wait for the queue to empty before stopping it
+        env = {**os.environ, "SLURM_CONF": str(self.conf)}
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and all(p.poll() is None for p in self.procs):
+            done = subprocess.run(["squeue", "-h"], env=env, capture_output=True, text=True, timeout=60)
+            if done.returncode == 0 and not done.stdout.strip():
+                break
+            time.sleep(0.5)
         for p in self.procs:
             if p.poll() is None:
                 p.terminate()
