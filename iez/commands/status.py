@@ -195,7 +195,21 @@ def render(view: dict) -> list:
         out.append(Text(balance_text(view["balance"])))
     if view.get("qos"):
         out.append(Text("MDS qos settings: " + ", ".join(f"{k} {v}" for k, v in view["qos"].items())))
+    if view.get("mds"):
+        out.append(Text(active_mds_text(view["mds"])))
     return out
+
+
+def active_mds_text(mds: dict) -> str:
+    """'active MDS: pid 4242 on mds1 (tcp://*:5555) since 2026-11-26 14:00:01, lease generation 3'"""
+    if mds.get("error"):
+        return f"active MDS: unknown ({mds['error']})"
+    if not mds.get("active"):
+        return f"active MDS: none (lease generation {mds.get('generation', 0)})"
+    since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(mds["since"])) if mds.get("since") else "?"
+    where = f" ({mds['endpoint']})" if mds.get("endpoint") else ""
+    return (f"active MDS: pid {mds.get('pid')} on {mds.get('host')}{where} since {since}, "
+            f"lease generation {mds.get('generation')}")
 
 
 def _print_table(view: dict, out) -> None:
