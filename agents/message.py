@@ -42,6 +42,8 @@ MAX_OST_KBYTES = 2**42  # 4 PiB: the MDS's and the API's bound on an OST's size
 #: message (10,000 OSTs x 32 jobs still fits a frame only for short ids; the agent checks the frame) and
 #: the MDS's job series; a site with more jobs per OST sees its heaviest.
 TOP_JOBS = 32
+#: OSTs whose jobs one message lists (the readers' bound): those with the most job bytes.
+MAX_JOB_OSTS = 1024
 
 
 class LimitError(AgentError):
@@ -141,6 +143,9 @@ def job_entries(readings: dict[str, OstReading], osts: list[dict], top: int = TO
         jobs = [{"job_id": job[:MAX_TEXT], "read_bytes": min(rb, INT64_MAX), "write_bytes": min(wb, INT64_MAX)}
                 for job, (rb, wb) in ranked]
         out.append({"index": entry["index"], "jobs": jobs})
+    if len(out) > MAX_JOB_OSTS:  # the OSTs with the most job bytes, in the message's OST order
+        keep = sorted(range(len(out)), key=lambda k: -sum(j["read_bytes"] + j["write_bytes"] for j in out[k]["jobs"]))
+        out = [out[k] for k in sorted(keep[:MAX_JOB_OSTS])]
     return out if seen else None
 
 

@@ -125,8 +125,9 @@ class OstStats(BaseModel):
         return self
 
 
-#: Jobs one OST's entry of ``job_stats`` may list (as iez.mds.messages.MAX_JOBS_PER_OST).
-MAX_JOBS_PER_OST = 256
+#: Jobs one OST's entry of ``job_stats`` may list, and OSTs it may list (as iez.mds.messages).
+MAX_JOBS_PER_OST = 32
+MAX_JOB_OSTS = 1024
 
 
 class JobBytes(BaseModel):
@@ -157,7 +158,7 @@ class OssStats(BaseModel):
     version: Literal[1, 2] = Field(default=1, description="message schema version (agents/SCHEMA.md)")
     interval_s: float | None = Field(default=None, gt=0, le=86400, allow_inf_nan=False,
                                      description="the agent's report interval")
-    job_stats: list[OstJobs] | None = Field(default=None, max_length=10000,
+    job_stats: list[OstJobs] | None = Field(default=None, max_length=MAX_JOB_OSTS,
                                             description="per OST, its top jobs' cumulative bytes (agents/SCHEMA.md)")
 
     @model_validator(mode="after")

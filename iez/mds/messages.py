@@ -40,8 +40,10 @@ OST_CAUSES = ("other_fs", "conflict", "bad_name")
 Text = Annotated[str, msgspec.Meta(min_length=1, max_length=255)]
 Count = Annotated[int, msgspec.Meta(ge=0, le=INT64_MAX)]
 Percent = Annotated[float, msgspec.Meta(ge=0, le=100)]
-#: Jobs one OST's entry of ``job_stats`` may list (agents send their top 32, agents.message.TOP_JOBS).
-MAX_JOBS_PER_OST = 256
+#: Jobs one OST's entry of ``job_stats`` may list (agents send their top 32, agents.message.TOP_JOBS), and OSTs
+#: ``job_stats`` may list: at most 32,768 jobs (~1.6 MB of JSON) a message.
+MAX_JOBS_PER_OST = 32
+MAX_JOB_OSTS = 1024
 
 
 class Ost(msgspec.Struct, forbid_unknown_fields=True):
@@ -81,7 +83,7 @@ class Message(msgspec.Struct):
     mem_pct: Percent
     osts: Annotated[list[Ost], msgspec.Meta(max_length=10_000)] = []
     interval_s: Union[Annotated[float, msgspec.Meta(gt=0, le=86400)], None] = None
-    job_stats: Union[Annotated[list[OstJobs], msgspec.Meta(max_length=10_000)], None] = None
+    job_stats: Union[Annotated[list[OstJobs], msgspec.Meta(max_length=MAX_JOB_OSTS)], None] = None
     schema: Any = SCHEMA  # checked by hand, so a wrong one is a "version" drop
     version: Any = VERSION
 

@@ -189,3 +189,15 @@ def test_two_jobs_on_two_osts_show_up_with_their_bytes_in_iez_status(tmp_path):
         assert independent_parse(text)["iezfs-OST0001"]["4711"] == (0, 8 * MiB)
     finally:
         live.stop()
+
+
+def test_the_agent_lists_the_jobs_of_at_most_1024_osts_the_busiest():
+    from agents.message import MAX_JOB_OSTS
+
+    text = "".join(f"obdfilter.fs-OST{i:04x}.kbytestotal=1000\nobdfilter.fs-OST{i:04x}.kbytesavail=500\n"
+                   f"obdfilter.fs-OST{i:04x}.job_stats=\njob_stats:\n- job_id: j{i}\n"
+                   f"  write_bytes: {{ samples: 1, unit: bytes, min: 1, max: 1, sum: {i + 1}, sumsq: 1 }}\n"
+                   for i in range(MAX_JOB_OSTS + 6))
+    readings = collect_osts(parse_text(text))
+    entries = job_entries(readings, select_osts(readings))
+    assert [e["index"] for e in entries] == list(range(6, MAX_JOB_OSTS + 6))  # the 6 idlest left out, order kept
