@@ -88,7 +88,7 @@ class Publisher:
             self.sock.setsockopt(zmq.SNDHWM, sndhwm)
             self.sock.setsockopt(zmq.LINGER, 0)
             self.sock.setsockopt(zmq.RECONNECT_IVL, 100)
-            self.sock.setsockopt(zmq.RECONNECT_IVL_MAX, 5000)
+            self.sock.setsockopt(zmq.RECONNECT_IVL_MAX, 1000)  # a restarted MDS service is heard within a second
             self.sock.setsockopt(zmq.TCP_KEEPALIVE, 1)
             if server_key_file and secret_key_file:
                 server_public, public, secret = load_curve_keys(server_key_file, secret_key_file)

@@ -202,8 +202,8 @@ def drill(db: str, work: Path, kills: int, interval: float = 2.0, seed: int = 1,
             victim = next(s for s in services if s.alive() and s.endpoint == holder)
             heir = next(s for s in services if s is not victim)
             wait_for(lambda: "standby: ingesting" in heir.this_start(), 120, "the heir to stand by", services)
-            # a standby that has run for a report interval at least (not a double fault right after a restart)
-            time.sleep(max(0.0, heir.started + interval + 0.2 - time.monotonic()))
+            # a standby that has run for 2 report intervals at least (not a double fault right after its restart)
+            time.sleep(max(0.0, heir.started + 2 * interval - time.monotonic()))
             pending = len(stored)
             victim.proc.kill()  # SIGKILL: no release, no last store
             victim.proc.wait()
@@ -216,7 +216,7 @@ def drill(db: str, work: Path, kills: int, interval: float = 2.0, seed: int = 1,
             takeovers.append({"kill": k + 1, "claimed_s": round(claimed, 3), "active_s": round(active, 3),
                               "claimed_intervals": round(claimed / interval, 3),
                               "active_intervals": round(active / interval, 3), "warm_view": warm,
-                              "requests_stored_before": pending})
+                              "requests_stored_before": pending, **({} if warm else {"said": said[:240]})})
             say(f"kill {k + 1}: {victim.name} killed; {heir.name} claimed the lease after "
                 f"{claimed:.2f} s ({claimed / interval:.2f} intervals), active after {active:.2f} s; warm view: {warm}")
             victim.start()  # the killed one comes back as the standby, on the same endpoint
