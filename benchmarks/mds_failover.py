@@ -73,7 +73,7 @@ class Service:
     def start(self) -> None:
         self.status_file.unlink(missing_ok=True)
         self.starts += 1
-        self.started = time.monotonic()
+        self.listening: float | None = None  # when it was seen standing by, bound (the drill's clock)
         env = {**os.environ, "IEZ_STATE_DIR": str(self.work / f"state-{self.name}")}
         with self.log.open("a") as out:
             out.write(f"--- start {self.starts}\n")
@@ -201,9 +201,11 @@ def drill(db: str, work: Path, kills: int, interval: float = 2.0, seed: int = 1,
             holder, generation = lease_holder(engine)
             victim = next(s for s in services if s.alive() and s.endpoint == holder)
             heir = next(s for s in services if s is not victim)
-            wait_for(lambda: "standby: ingesting" in heir.this_start(), 120, "the heir to stand by", services)
-            # a standby that has run for 2 report intervals at least (not a double fault right after its restart)
-            time.sleep(max(0.0, heir.started + 2 * interval - time.monotonic()))
+            if heir.listening is None:
+                wait_for(lambda: "standby: ingesting" in heir.this_start(), 120, "the heir to stand by", services)
+                heir.listening = time.monotonic()
+            # a standby that has listened for 2 report intervals (not a double fault right after its restart)
+            time.sleep(max(0.0, heir.listening + 2 * interval - time.monotonic()))
             pending = len(stored)
             victim.proc.kill()  # SIGKILL: no release, no last store
             victim.proc.wait()
@@ -220,6 +222,9 @@ def drill(db: str, work: Path, kills: int, interval: float = 2.0, seed: int = 1,
             say(f"kill {k + 1}: {victim.name} killed; {heir.name} claimed the lease after "
                 f"{claimed:.2f} s ({claimed / interval:.2f} intervals), active after {active:.2f} s; warm view: {warm}")
             victim.start()  # the killed one comes back as the standby, on the same endpoint
+            wait_for(lambda: "standby: ingesting" in victim.this_start(), 120, "the restarted one to stand by",
+                     services)
+            victim.listening = time.monotonic()
         stop.set()
         threads[1].join()
         # every request stored is allocated, by whichever service holds the lease now
