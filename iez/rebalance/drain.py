@@ -313,27 +313,14 @@ class Scan:
 def _walked(roots: list[str], out: "Scan"):
     """``(path, size, ino, mtime_ns, nlink, layout)`` of every regular file below ``roots`` (a file whose layout
     cannot be read is left in ``out`` with the reason)."""
-    from iez.layout.read import LayoutReader
-    from iez.layout.usage import regular_files
-    from iez.move.temps import is_temporary
+    from iez.rebalance.inventory import layouts_below
 
-    reader = LayoutReader()
-    problems: list[str] = []
-    for root in roots:
-        if not Path(root).is_dir():
-            continue
-        for path, st in regular_files(root, problems):
-            if is_temporary(os.path.basename(path)):
-                continue
-            try:
-                found = reader.layout(path, st)
-            except FileNotFoundError:
-                continue
-            except (OSError, ValueError) as err:
-                out.left.append({"file": path, "ost": None, "objects": 0, "bytes": 0, "reason": str(err)})
-                continue
-            if found is not None:
-                yield os.path.abspath(path), st.st_size, st.st_ino, st.st_mtime_ns, st.st_nlink, found[0]
+    def unreadable(path: str, err: Exception) -> None:
+        out.left.append({"file": path, "ost": None, "objects": 0, "bytes": 0, "reason": str(err)})
+
+    for path, st, layout in layouts_below(roots, unreadable, []):
+        if layout is not None:
+            yield path, st.st_size, st.st_ino, st.st_mtime_ns, st.st_nlink, layout
 
 
 def _as_now(rows, out: "Scan"):

@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from iez.layout.read import LayoutReader
 from iez.layout.rules import as_stored
@@ -95,13 +96,11 @@ def entry(path: str, size: int, ino: int, mtime_ns: int, nlink: int, layout, kno
                 layout), pairs
 
 
-def walk(roots: list[str], known: set[int]) -> tuple[list[File], dict[int, int], int, list[str]]:
-    """The movable files below ``roots``, every file's bytes per OST, the files that cannot move, problems."""
+def layouts_below(roots: list[str], unreadable: Callable[[str, Exception], None], problems: list[str]):
+    """``(absolute path, stat, layout or None)`` of every regular file below ``roots`` but the movers'
+    temporaries; a file whose layout cannot be read goes to ``unreadable``, one gone meanwhile is passed over.
+    A plan's walk and a drain's both read the tree through this."""
     reader = LayoutReader()
-    files: list[File] = []
-    per_ost: dict[int, int] = {}
-    fixed = 0
-    problems: list[str] = []
     for root in roots:
         if not Path(root).is_dir():
             continue
@@ -113,22 +112,30 @@ def walk(roots: list[str], known: set[int]) -> tuple[list[File], dict[int, int],
             except FileNotFoundError:
                 continue
             except (OSError, ValueError) as err:
-                problems.append(str(err))
-                fixed += 1
+                unreadable(path, err)
                 continue
-            if found is None:
-                fixed += 1
-                continue
-            layout, _ = found
-            file, pairs = entry(os.path.abspath(path), st.st_size, st.st_ino, st.st_mtime_ns, st.st_nlink, layout,
-                                known)
-            for ost, nbytes in pairs:
-                per_ost[ost] = per_ost.get(ost, 0) + nbytes
-            if file is None:
-                fixed += 1
-            else:
-                files.append(file)
-    return files, per_ost, fixed, problems
+            yield os.path.abspath(path), st, None if found is None else found[0]
+
+
+def walk(roots: list[str], known: set[int]) -> tuple[list[File], dict[int, int], int, list[str]]:
+    """The movable files below ``roots``, every file's bytes per OST, the files that cannot move, problems."""
+    files: list[File] = []
+    per_ost: dict[int, int] = {}
+    problems: list[str] = []
+    unreadable: list[str] = []
+    fixed = 0
+    for path, st, layout in layouts_below(roots, lambda _, err: unreadable.append(str(err)), problems):
+        if layout is None:
+            fixed += 1
+            continue
+        file, pairs = entry(path, st.st_size, st.st_ino, st.st_mtime_ns, st.st_nlink, layout, known)
+        for ost, nbytes in pairs:
+            per_ost[ost] = per_ost.get(ost, 0) + nbytes
+        if file is None:
+            fixed += 1
+        else:
+            files.append(file)
+    return files, per_ost, fixed + len(unreadable), problems + unreadable
 
 
 def from_cluster(where: str, roots: list[str] | None = None) -> Inventory:
