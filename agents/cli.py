@@ -34,6 +34,9 @@ __all__ = ["Collector", "main", "run"]
 CONNECT_WAIT_S = 2.0  # longest wait for the MDS handshake before the first message
 ONCE_CONNECT_WAIT_S = 5.0  # --once/--count: no handshake by then is an error (nothing would be published)
 FINAL_LINGER_MS = 1000  # after --count/--once, time given to the last message
+#: An MDS endpoint with no handshake for this many report intervals (and at least SILENT_MIN_S) is warned about.
+SILENT_INTERVALS = 3
+SILENT_MIN_S = 10.0
 
 
 def _say(message: str) -> None:
@@ -170,6 +173,8 @@ def run(cfg: AgentConfig, *, once: bool = False, json_out: bool = False, count: 
     publisher = None
     finished = False
     try:
+        if cfg.mds and cfg.curve:
+            _check_key_name(cfg)
         if cfg.mds:
             publisher = Publishers(cfg.endpoints, server_key_file=cfg.curve_server_key,
                                    secret_key_file=cfg.curve_secret_key, sndhwm=cfg.sndhwm, log=_say)
@@ -205,6 +210,7 @@ def run(cfg: AgentConfig, *, once: bool = False, json_out: bool = False, count: 
                 if publisher is not None:
                     for endpoint in publisher.send(data):  # the endpoints that had to drop it
                         publisher.dropped(endpoint)
+                    publisher.check_silence(max(SILENT_MIN_S, SILENT_INTERVALS * cfg.interval), SILENT_INTERVALS)
                 sent += 1
                 if limit and sent >= limit:
                     finished = True
@@ -223,6 +229,23 @@ def run(cfg: AgentConfig, *, once: bool = False, json_out: bool = False, count: 
         for signum, handler in previous.items():
             signal.signal(signum, handler)  # type: ignore[arg-type]
     return 0
+
+
+def _check_key_name(cfg: AgentConfig) -> None:
+    """Warn when the secret key is named for another OSS: the MDS takes a key's messages only for the OSS its
+    public key file is named after (OSS_ID.key, ``iez-agent keys DIR OSS_ID``), so the handshake succeeds and
+    every message is dropped (as wrong_key) - on a one-way PUB socket the agent would never hear of it."""
+    from pathlib import Path
+
+    name = Path(cfg.curve_secret_key).name
+    if not name.endswith(".key_secret"):
+        return
+    key_oss = name[: -len(".key_secret")]
+    if key_oss != cfg.oss_id:
+        _say(f"warning: the secret key {cfg.curve_secret_key} is named for OSS {key_oss!r} but this agent reports "
+             f"as {cfg.oss_id!r}: the MDS takes a key's messages only for the OSS its public key is named after "
+             f"({key_oss}.key), so every message would be dropped; give this OSS's own key "
+             f"(iez-agent keys DIR {cfg.oss_id}) or --oss-id {key_oss}")
 
 
 def main(argv: list[str] | None = None) -> int:

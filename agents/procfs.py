@@ -176,8 +176,8 @@ class LctlSource:
         # lctl exits non-zero when one pattern matches nothing (osd-zfs on an ldiskfs
         # server, say) but still prints the others; only empty output is a failure.
         if done.returncode != 0 and not out.strip():
-            err = done.stderr.decode("utf-8", errors="replace").strip().splitlines()
-            detail = err[-1] if err else f"exit status {done.returncode}"
+            said = done.stderr.decode("utf-8", errors="replace").strip().splitlines()
+            detail = said[-1] if said else f"exit status {done.returncode}"
             raise AgentError(f"{self.lctl} get_param failed: {detail}")
         return parse_text(out, f"output of '{self.lctl} get_param'")
 

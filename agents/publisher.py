@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import zmq
 import zmq.auth
@@ -82,6 +83,8 @@ class Publisher:
         self.connected = False
         self._last_problem: str | None = None
         self._retry_at: float | None = None  # when to connect again after a failed handshake
+        self.unconnected_since: float | None = time.monotonic()  # None while a handshake holds
+        self._silence_said = False  # "no handshake for N intervals" said for the current silence
         self.ctx = zmq.Context()
         self.sock = self.ctx.socket(zmq.PUB)
         try:
@@ -105,18 +108,20 @@ class Publisher:
             raise
 
     # -- connection events -------------------------------------------------
-    def _handle(self, event: dict) -> None:
+    def _handle(self, event: Mapping[str, Any]) -> None:
         kind = event["event"]
         if kind == zmq.EVENT_HANDSHAKE_SUCCEEDED:
             self._retry_at = None
             if not self.connected:
                 self.log(f"connected to the MDS at {self.endpoint}")
             self.connected = True
+            self.unconnected_since, self._silence_said = None, False
             self._last_problem = None
             return
         if kind == zmq.EVENT_DISCONNECTED:
             if self.connected:
                 self.log(f"lost the connection to {self.endpoint}; reconnecting")
+                self.unconnected_since = time.monotonic()
             self.connected = False
             return
         if kind == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
@@ -127,6 +132,8 @@ class Publisher:
                        f"do the agent and the MDS agree on CURVE and on the MDS key?")
         else:
             problem = f"handshake with {self.endpoint} failed: are CURVE settings the same on both sides?"
+        if self.connected:
+            self.unconnected_since = time.monotonic()
         self.connected = False
         if self._retry_at is None:
             self._retry_at = time.monotonic() + RETRY_HANDSHAKE_S
@@ -144,6 +151,19 @@ class Publisher:
         except zmq.ZMQError:
             pass  # already gone
         self.sock.connect(self.endpoint)
+
+    def check_silence(self, limit_s: float, intervals: int) -> None:
+        """Warn once per silence when no handshake has held for ``limit_s`` (``intervals`` report intervals):
+        a PUB socket drops every message then, and the agent would otherwise look as if it were working."""
+        if self.connected or self._silence_said or self.unconnected_since is None:
+            return
+        silent = time.monotonic() - self.unconnected_since
+        if silent >= limit_s:
+            self._silence_said = True
+            why = f" ({self._last_problem})" if self._last_problem else \
+                ": is iez mds running there, and the address and port right?"
+            self.log(f"warning: no handshake with the MDS at {self.endpoint} for {intervals} report intervals "
+                     f"({silent:.0f} s){why}; every message to it is dropped until it answers")
 
     @property
     def problem(self) -> str | None:
@@ -267,6 +287,10 @@ class Publishers:
             else:
                 dropped.append(p.endpoint)
         return dropped
+
+    def check_silence(self, limit_s: float, intervals: int) -> None:
+        for p in self.publishers:
+            p.check_silence(limit_s, intervals)
 
     def dropped(self, endpoint: str) -> None:
         """Say (once until it keeps up again) that ``endpoint`` is not keeping up."""

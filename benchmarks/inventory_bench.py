@@ -4,8 +4,10 @@
 
 1. **Ingest** (target >= 50,000 records/s, SQLite and MariaDB): a real tree of ``--ingest`` files (each with an
    emulated layout), 10 % then renamed and 10 % unlinked; their changelog (CREAT, SATTR, CLOSE per file, RENME,
-   UNLNK) in Lustre's text format is applied by the consumer (:mod:`iez.inventory.consumer`, batches of 20,000
-   records, each file looked at once per batch: ``lstat`` and its layout) into each database.
+   UNLNK) in Lustre's text format is applied by the consumer (:mod:`iez.inventory.consumer`, batches of 100,000
+   records, each file looked at once per batch: ``lstat`` and its layout; the lines parsed ahead by a child
+   process) into each database. To compare with older code in the same conditions, run this file from a
+   ``git worktree add /tmp/base COMMIT`` checkout (it imports the ``iez`` next to it) and from this one, in turn.
 2. **10 M-file plan** (target <= 60 s, <= 4 GiB): ``--synthetic`` files (80 % one stripe, 20 % 2-4, 64 KiB-64
    MiB, about 4 MiB on average) over 100 OSTs filled 20-90 %, generated straight into a SQLite inventory; a
    separate process then plans from it (per-OST totals in SQL, candidates only, :mod:`iez.inventory.source`)

@@ -7,6 +7,7 @@ import sys
 from importlib import import_module
 
 from iez import __version__
+from iez.errors import IezError, exit_code
 
 DESCRIPTION = """\
 iez balances Lustre stripe placement across OSTs and OSSs: OSS agents report OST
@@ -113,6 +114,9 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.handler(args) or 0)
     except BrokenPipeError:
         return 0
+    except IezError as err:  # one clear line, no traceback; the code is the error tree's (iez/errors.py)
+        print(f"iez {args.command}: error: {err}", file=sys.stderr)
+        return exit_code(err)
     except (ValueError, OSError) as err:  # bad input: one clear line, no traceback
         print(f"iez {args.command}: error: {err}", file=sys.stderr)
         return 2

@@ -37,7 +37,9 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 import numpy as np
-from sqlalchemy import Connection, Engine, text
+from sqlalchemy import Connection, Engine
+
+from iez.errors import InputError
 
 MAP_VERSION = 1
 HEADER_KEY = b"iez-map"
@@ -47,7 +49,7 @@ FLAG_OSTS, FLAG_LAYOUT, FLAG_DEFAULT = 1, 2, 4
 _FIXED = struct.Struct("<BqI")  # flags, stripe_size, stripe_count (stripe_count >= 1 in the DB)
 
 
-class MapError(ValueError):
+class MapError(InputError):
     """A map that cannot be written or read; the message names the file and what is wrong."""
 
 
@@ -278,31 +280,19 @@ class LayoutMap:
 
 # ---- from the interaction DB ---------------------------------------------------------------------------
 
-_APP_ROWS = text(
-    "SELECT a.id, a.path, a.stripe_size, a.stripe_count, a.osts, a.layout, a.default_layout "
-    "FROM allocations a JOIN write_requests r ON a.request_id = r.id JOIN applications p ON r.app_id = p.id "
-    "WHERE p.name = :app AND a.state <> 'stale'")
-_PINNED_ROWS = text(
-    "SELECT a.id, a.path, a.stripe_size, a.stripe_count, a.osts, a.layout, a.default_layout "
-    "FROM allocations a WHERE a.request_id IS NULL AND a.state <> 'stale'")
-
-
 def app_entries(conn: Connection, app: str, pinned: bool = False) -> list[MapEntry]:
     """The live layouts of ``app``'s files (and, with ``pinned``, every layout pinned by hand), one per path
     (the newest where a path has several)."""
-    rows = list(conn.execute(_APP_ROWS, {"app": app}))
-    if pinned:
-        rows += list(conn.execute(_PINNED_ROWS))
-    newest: dict[str, tuple] = {}
-    for row in rows:
-        if row[1] not in newest or row[0] > newest[row[1]][0]:
-            newest[row[1]] = tuple(row)
+    from iez.db.maps import app_layouts
+
     return [MapEntry(path, int(size), int(count), osts, layout, default)
-            for _, path, size, count, osts, layout, default in newest.values()]
+            for path, size, count, osts, layout, default in app_layouts(conn, app, pinned)]
 
 
 def app_exists(conn: Connection, app: str) -> bool:
-    return conn.execute(text("SELECT 1 FROM applications WHERE name = :app"), {"app": app}).first() is not None
+    from iez.db.owners import owner_of
+
+    return owner_of(conn, app)[0]
 
 
 def export_map(engine: Engine, app: str, out: str | os.PathLike, pinned: bool = False) -> dict:
@@ -343,11 +333,12 @@ def write_app_map(engine: Engine, app: str, maps_dir: str | os.PathLike) -> dict
 
 
 def _owner(conn: Connection, app: str) -> str | None:
+    from iez.db.owners import owner_of
+
     try:
-        row = conn.execute(text("SELECT owner FROM applications WHERE name = :app"), {"app": app}).first()
+        return owner_of(conn, app)[1]
     except Exception:  # a DB before migration 0007 has no owner column
         return None
-    return row[0] if row else None
 
 
 def start_job_map(settings, app: str, directory: str | os.PathLike, env: dict, log) -> Path | None:

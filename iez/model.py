@@ -8,7 +8,11 @@ prints it), file sizes and stripe sizes in bytes. OST indices are Lustre's
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Sequence
+from fractions import Fraction
+from functools import lru_cache
+from typing import Any, Sequence
+
+from iez.lustre_limits import MAX_POOL_NAME
 
 #: Lustre's ``-1`` stripe count: stripe over every usable OST.
 ALL_OSTS = -1
@@ -107,9 +111,24 @@ class OST:
         return self.state in ("active", "degraded")
 
     def room_bytes(self, fill_cap: float) -> int:
-        """Bytes that may still be added without passing ``fill_cap`` (and never past the free space)."""
+        """Bytes that may still be added without passing ``fill_cap`` (and never past the free space), in exact
+        integer arithmetic (:func:`allowed_bytes`)."""
         used = self.bytes_total - self.bytes_avail
-        return max(0, min(self.bytes_avail, int(fill_cap * self.bytes_total) - used))
+        return max(0, min(self.bytes_avail, allowed_bytes(self.bytes_total, fill_cap) - used))
+
+
+@lru_cache(maxsize=64)
+def _cap_fraction(fill_cap: float) -> Fraction:
+    """The cap as the exact decimal it prints as (``used / total`` in floating point then never reads above it)."""
+    return Fraction(repr(float(fill_cap)))
+
+
+def allowed_bytes(total: int, fill_cap: float) -> int:
+    """The most bytes an OST of ``total`` bytes may hold under ``fill_cap``: ``floor(fill_cap * total)`` in exact
+    integer arithmetic, the cap read as the decimal it prints as (0.95 is 19/20). A floating-point product can
+    round up past the cap; this never does."""
+    cap = _cap_fraction(fill_cap)
+    return total * cap.numerator // cap.denominator
 
 
 #: Lustre's ``-1`` extent end: the component runs to the end of the file.
@@ -118,7 +137,7 @@ EOF_END = -1
 #: iez stops at 4: each mirror costs the file's bytes in write bandwidth and needs a failure domain of its own.
 MAX_MIRRORS = 4
 #: Lustre pool names: at most LOV_MAXPOOLNAME (15) characters; ``fs.name`` is the same pool as ``name``.
-POOL_NAME_MAX = 15
+POOL_NAME_MAX = MAX_POOL_NAME
 
 
 def check_pool_name(name: str, where: str) -> str:
@@ -307,18 +326,22 @@ class Allocation:
         return max(1, len(self.mirrors))
 
     def stripe_bytes(self, file_bytes: int) -> list[tuple[int, int]]:
-        """``(OST, bytes)`` per stripe object for a file of ``file_bytes`` (components included; every mirror's
-        objects for a mirrored file: each copy holds the file's bytes)."""
-        if self.mirrors:
-            return [pair for mirror in self.mirrors for c in mirror if c.osts
-                    for pair in zip(c.osts, component_stripe_bytes(c, file_bytes))]
-        if not self.components:
-            return list(zip(self.osts, raid0_bytes(file_bytes, self.stripe_size, len(self.osts))))
-        out: list[tuple[int, int]] = []
-        for component in self.components:
-            if component.osts:
-                out.extend(zip(component.osts, component_stripe_bytes(component, file_bytes)))
-        return out
+        """``(OST, bytes)`` per stripe object for a file of ``file_bytes`` (:func:`stripe_bytes`)."""
+        return stripe_bytes(self, file_bytes)
+
+
+def stripe_bytes(layout: "Allocation | Any", file_bytes: int) -> list[tuple[int, int]]:
+    """``(OST, bytes)`` per stripe object of a ``file_bytes`` file with ``layout`` (an :class:`Allocation` or an
+    :class:`iez.layout.model.Layout`: both carry ``stripe_size``, ``osts``, ``components`` and ``mirrors``):
+    RAID-0 per placed component by file offset (0 for an object the size does not reach), every copy's
+    objects for a mirrored file (each copy holds the file's bytes). The one definition of "bytes per OST of a
+    layout": the allocator, the DB's reservations, usage, the inventory, drains and the mover all use it."""
+    if layout.mirrors:
+        return [pair for mirror in layout.mirrors for c in mirror if c.osts
+                for pair in zip(c.osts, component_stripe_bytes(c, file_bytes))]
+    if not layout.components:
+        return list(zip(layout.osts, raid0_bytes(file_bytes, layout.stripe_size, len(layout.osts))))
+    return [pair for c in layout.components if c.osts for pair in zip(c.osts, component_stripe_bytes(c, file_bytes))]
 
 
 @dataclass(frozen=True)

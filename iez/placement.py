@@ -53,10 +53,15 @@ class PlacementSettings:
     # the qos baseline's Lustre settings (lod.*.qos_threshold_rr, qos_prio_free as fractions; the MDS reads them)
     threshold_rr: float = 0.17
     prio_free: float = 0.90
-    # CEFT's fair share (seed 003): count the other jobs holding live reservations on each OST and OSS as
-    # writers there, so a new job expects at most bandwidth / (writers + 1). Off by default: a reservation
-    # lasts until its file is written or the reservation expires, so it over-counts jobs that have finished.
-    fair_share: bool = False
+    # Other applications' unexpired reservations count as expected load (CEFT's fair share, seed 003): the
+    # other jobs holding live reservations on each OST and OSS are writers there, so a new job expects at
+    # most bandwidth / (writers + 1) of it. On by default (issue 30 item 6): jobs allocated seconds apart
+    # otherwise all land on the same OSTs, since none of them writes yet when the next is placed. The
+    # trade-off: a reservation lasts until the reports show its file written or until it expires
+    # (IEZ_RESERVATION_TTL, 24 h by default), so an application that was allocated and then wrote less than
+    # it asked, or never ran, still counts as a writer there until then; new jobs avoid those OSTs for no
+    # benefit. iez mds --ignore-reservations (fair_share=False) places against measured load only.
+    fair_share: bool = True
 
     def __post_init__(self) -> None:
         if not 0 < self.fill_cap <= 1:
@@ -120,19 +125,33 @@ def place_app(engine: Engine, app_name: str, settings: PlacementSettings, stale_
         cluster = replace(cluster, fill_cap=settings.fill_cap)
         if settings.fair_share:  # CEFT's available throughput: the other jobs writing on each OST and OSS now
             cluster = with_writers(cluster, *writers(session, now, exclude_app=app.id))
-        requests = [WriteRequest(app_name, r.path, r.write_bytes, r.stripe_count, r.rank, *row_policy(r),
-                                 mirror_count=r.mirror_count or 1)
-                    for r in pending]
+        requests, unreadable = readable_requests(app_name, pending)
         placement = policy.place(cluster, requests)
         # an allocation without OSTs (all bytes on the MDT) has nothing for the library to apply
         outcomes = [o.reason if isinstance(o, Refused) else NOTHING_TO_PLACE if not o.osts else o
                     for o in placement.outcomes]
         if policy.size_aware:
             check_capacity(cluster, requests, outcomes)
+        placed_or_not = iter(outcomes)  # the readable ones' outcomes, and each unreadable one refused alone
+        outcomes = [unreadable[r.id] if r.id in unreadable else next(placed_or_not) for r in pending]
         placed = store_placement(session, pending, outcomes, policy.name, now, reservation_ttl_s)
         return AppPlacement(app_name, placed, [(r.path, o) for r, o in zip(pending, outcomes) if isinstance(o, str)])
 
     return write_transaction(engine, attempt)
+
+
+def readable_requests(app_name: str, pending: Sequence) -> tuple[list[WriteRequest], dict[int, str]]:
+    """The stored rows as requests, and the refusal of each row that no longer reads as one (a template or
+    pool stored by an older release, a hand-edited row), by row id: such a row is refused alone, with its
+    reason, and the application's other files are placed."""
+    requests, unreadable = [], {}
+    for r in pending:
+        try:
+            requests.append(WriteRequest(app_name, r.path, r.write_bytes, r.stripe_count, r.rank, *row_policy(r),
+                                         mirror_count=r.mirror_count or 1))
+        except (ValueError, TypeError) as err:
+            unreadable[r.id] = f"its stored request cannot be read ({err}): post it again"
+    return requests, unreadable
 
 
 def check_capacity(cluster: ClusterState, requests: Sequence[WriteRequest], outcomes: Sequence[Allocation | str]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import sys
 import time
+from typing import Any
 
 
 def on_terminal() -> bool:
@@ -29,8 +30,8 @@ class Progress:
         self.description = description
         self.total = total
         self.enabled = on_terminal() if enabled is None else enabled
-        self._bar = None
-        self._task = None
+        self._bar: Any = None  # rich.progress.Progress once entered on a terminal (rich imported only then)
+        self._task: Any = None
 
     def __enter__(self) -> "Progress":
         if self.enabled:

@@ -26,6 +26,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from iez.errors import ConfigError
+
 MiB = 1024 * 1024
 DEFAULT_RPC_SIZE = 4 * MiB  # Lustre's default brw_size
 #: Lustre's rule names: letters, digits and '_', at most 15 characters here (NRS TBF keeps 16 with the NUL).
@@ -33,7 +35,7 @@ _NAME = re.compile(r"[^A-Za-z0-9_]")
 _APP = re.compile(r"^[A-Za-z0-9_.\-+]{1,64}$")
 
 
-class SharesError(ValueError):
+class SharesError(ConfigError):
     pass
 
 
@@ -76,6 +78,7 @@ class Shares:
                 if s.share is not None:
                     rate = s.share * bandwidth
                 else:
+                    assert s.weight is not None  # a share has a cap or a weight (checked when made)
                     rate = (1 - capped) * bandwidth * s.weight / weights
                 out.append(Rule(oss, rule_name(s.app), self.jobid.replace("{app}", s.app),
                                 max(1, math.ceil(rate / self.rpc_size)), rate))

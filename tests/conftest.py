@@ -26,6 +26,7 @@ from sqlalchemy import create_engine, inspect, text
 from iez.config import database_url
 from iez.db.engine import make_engine
 from iez.db.schema import ensure_database, upgrade
+from waiting import scaled
 
 BACKENDS = ("sqlite", "mariadb")
 API_TOKEN = "test-token-4f1c"
@@ -218,7 +219,8 @@ class Server:
              "--workers", str(workers), "--log-level", "warning"],
             env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )
-        deadline = time.monotonic() + 30
+        limit = scaled(60)
+        deadline = time.monotonic() + limit
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"iez api exited with {self.proc.returncode}: {self.proc.stdout.read()}")
@@ -228,7 +230,7 @@ class Server:
             except httpx.HTTPError:
                 time.sleep(0.1)
         self.stop()
-        raise RuntimeError("iez api did not answer /healthz within 30 s")
+        raise RuntimeError(f"iez api did not answer /healthz within {limit:.0f} s")
 
     def client(self, token: str | None = API_TOKEN) -> httpx.Client:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -276,7 +278,7 @@ class Munged:
              f"--log-file={self.dir / 'munged.log'}", f"--pid-file={self.dir / 'munged.pid'}",
              f"--seed-file={self.dir / 'munged.seed'}"],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + scaled(20)
         while not self.socket.exists():
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self.stop()
@@ -300,3 +302,83 @@ class Munged:
             self.proc.terminate()
             self.proc.wait(10)
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+# -- the session's own hygiene (issue 32) -----------------------------------------------------------------------------
+
+
+def _ignored_signal(signum, frame) -> None:
+    """Stands in for SIG_IGN in the test process itself (see :func:`pytest_configure`)."""
+
+
+def pytest_configure(config) -> None:
+    """Programs the tests start get the default signal dispositions however pytest was launched: a shell's
+    background job (``cmd &``) ignores SIGINT and SIGQUIT, ``nohup`` ignores SIGHUP, and an ignored signal stays
+    ignored across exec, so the signal tests' programs would not die of what they are sent. A handler (unlike
+    SIG_IGN) is reset to the default at exec; in pytest itself these do what ignoring did: nothing."""
+    import signal
+
+    for sig in (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP):
+        if signal.getsignal(sig) == signal.SIG_IGN:
+            signal.signal(sig, _ignored_signal)
+
+
+def _session_processes(basetemp: Path | None) -> list[int]:
+    """Processes the session left running: its descendants, and daemons (double-forked, so no longer its
+    descendants) whose command line names the session's temporary tree."""
+    parents: dict[int, int] = {}
+    named: set[int] = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            state, ppid = stat[stat.rindex(")") + 2:].split()[:2]
+            if state == "Z":
+                continue  # exited, waiting for its parent: nothing to stop
+            parents[int(entry.name)] = int(ppid)
+            if basetemp is not None and str(basetemp).encode() in (entry / "cmdline").read_bytes():
+                named.add(int(entry.name))
+        except (OSError, ValueError):
+            continue
+    me, found = os.getpid(), set(named)
+    for pid in parents:
+        at, seen = pid, set()
+        while at in parents and at not in seen and at > 1:
+            seen.add(at)
+            if parents[at] == me:
+                found.add(pid)
+                break
+            at = parents[at]
+    found.discard(me)
+    return sorted(found)
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    """Every process a test started and did not stop (a service whose start failed, a daemon) is stopped here,
+    by pid (SIGTERM, then SIGKILL after 5 s), and named: the suite leaves nothing running."""
+    import signal
+
+    try:
+        basetemp = session.config._tmp_path_factory.getbasetemp()
+    except Exception:
+        basetemp = None
+    left = _session_processes(basetemp)
+    if not left:
+        return
+    names = []
+    for pid in left:
+        try:
+            names.append(f"{pid} {Path(f'/proc/{pid}/cmdline').read_bytes().replace(bytes(1), b' ').decode()[:120]}")
+            os.kill(pid, signal.SIGTERM)
+        except (OSError, UnicodeDecodeError):
+            continue
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and any(Path(f"/proc/{pid}").exists() for pid in left):
+        time.sleep(0.1)
+    for pid in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    sys.stderr.write("\nconftest: stopped processes the tests left running:\n  " + "\n  ".join(names) + "\n")

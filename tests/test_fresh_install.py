@@ -101,6 +101,7 @@ def installed(venv: Path, env: dict, cwd: Path) -> set[str]:
     return {p["name"].lower().replace("_", "-") for p in json.loads(listed.stdout)}
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(2400)
 def test_readme_main_command_on_a_fresh_machine(tmp_path):
     tree = copy_tree(tmp_path / "iez")
@@ -125,6 +126,20 @@ def test_readme_main_command_on_a_fresh_machine(tmp_path):
     built = run(["make", "-C", "placement_lib"], cwd=tree, env=env, timeout=300)
     assert "libiez backends: sqlite=yes mariadb=no" in built.stdout, built.stdout
 
+    # a scientist's iez run anywhere after that install: the preload library came with the package (issue 30)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    run_env = {**env, "IEZ_STATE_DIR": str(elsewhere / "state")}
+    found = run([str(venv / "bin" / "python"), "-c", "from iez.runtime import find_library; print(find_library())"],
+                cwd=elsewhere, env=run_env, timeout=120)
+    assert found.stdout.strip().startswith(str(venv)) and found.stdout.strip().endswith("iez/_lib/libiez.so"), \
+        found.stdout
+    run([str(venv / "bin" / "iez"), "db", "upgrade", "--db", str(elsewhere / "state" / "iez.db")], cwd=elsewhere,
+        env=run_env, timeout=120)
+    traced = run([str(venv / "bin" / "iez"), "run", "writer", "--", "sh", "-c", "echo hi > out.txt"], cwd=elsewhere,
+                 env=run_env, timeout=300)
+    assert (elsewhere / "out.txt").read_text() == "hi\n" and "learnt from 1 traced run" in traced.stderr, traced.stderr
+
     # no MariaDB driver in this install, and a mysql:// database says what to install, in one line
     assert "mysqlclient" not in installed(venv, env, tree)
     refused = subprocess.run([str(venv / "bin" / "iez"), "db", "current", "--db", "mysql://root@127.0.0.1:3306/x"],
@@ -134,6 +149,7 @@ def test_readme_main_command_on_a_fresh_machine(tmp_path):
     assert "'.[mariadb]'" in refused.stderr and "libmariadb-dev pkg-config" in refused.stderr, refused.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_oss_installs_only_the_agent(tmp_path):
     tree = copy_tree(tmp_path / "iez")

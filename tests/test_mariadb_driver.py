@@ -15,6 +15,8 @@ import pytest
 
 from iez.config import ConfigError, DriverMissing, database_url, require_driver
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parent.parent
 URL = "mysql://iez:secret@db.invalid:3306/iez"
 WITHOUT_DRIVER = "import sys; sys.modules['MySQLdb'] = None\n"

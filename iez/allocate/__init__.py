@@ -5,7 +5,9 @@
 - ``iez``: bandwidth-first placement under a fill cap (the product's policy);
 - ``paper``: Algorithm 2 of the paper as printed (shows the collapse onto few OSTs);
 - ``rr`` and ``qos``: Lustre's round-robin and weighted (QoS) allocators;
-- ``random``: uniform over usable OSTs, seeded.
+- ``random``: uniform over usable OSTs, seeded;
+- ``greedy``: size-aware list scheduling (largest file first, each object to the OST that finishes it
+  soonest), the strongest simple baseline knowing what ``iez`` knows.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ _POLICY_CLASSES = {
     "rr": ("iez.allocate.lustre_rr", "RoundRobinPolicy"),
     "qos": ("iez.allocate.lustre_qos", "QosPolicy"),
     "random": ("iez.allocate.uniform", "RandomPolicy"),
+    "greedy": ("iez.allocate.greedy", "GreedyPolicy"),
 }
 
 POLICY_NAMES = tuple(_POLICY_CLASSES)

@@ -42,6 +42,19 @@ laminar (nested) resource allocation problem:
   file's OSTs are ordered by finish time and its smaller objects land on the
   OSTs and OSSs that finish last (:meth:`BandwidthPolicy._smaller_objects_last`).
 
+Across pools, a batch's pools are solved narrowest first, each seeing the bytes
+the earlier ones put on shared OSTs and OSSs. Up to
+:data:`MAX_SECOND_OPINION_WORK` stripe objects x OSTs, the whole batch (every
+pool's objects, exact bytes) is then repaired by moving or swapping objects off
+the OST or OSS that finishes last (:mod:`iez.allocate.improve`): a class placed
+late with no choice (stripe count -1) may land on a server the earlier classes
+filled. The batch is also placed
+by the size-aware greedy (:mod:`iez.allocate.greedy`, exact RAID-0 bytes per
+object) and its placement is kept when it places every file this solve placed
+and more, or the same files sooner: per-class optimality is not batch
+optimality, and sizing a class by its fullest object refuses wrapped files that
+fit (issue 29).
+
 A class that does not fit under the cap keeps the most requests that do, and
 refuses the rest with the reason; a degraded OST is used only for files that
 fit nowhere else. Cost grows as ``O(n log(1/eps))`` per class for ``n`` OSTs, plus
@@ -56,12 +69,16 @@ from typing import Sequence
 
 import numpy as np
 
-from iez.allocate.base import Policy, Refused
+from iez.allocate.base import Part, Policy, Refused, part_objects
 from iez.allocate.lustre_rr import interleaved_order
-from iez.model import ClusterState, WriteRequest, oss_usable_bandwidth, raid0_bytes
+from iez.allocate.servers import server_arrays
+from iez.model import ClusterState, WriteRequest, raid0_bytes
 
 #: Above this many distinct object sizes in one batch, sizes are rounded onto a geometric grid.
 MAX_CLASSES = 256
+#: Batches up to this many stripe objects x OSTs are also placed by the size-aware greedy, and the faster of
+#: the two placements is kept (about 0.2 s of CPU per million on this project's test machine).
+MAX_SECOND_OPINION_WORK = 4_000_000
 _BISECT_STEPS = 100
 _REL_TOL = 1e-12
 #: A slot whose cost is a level up to floating-point rounding counts as at that level.
@@ -85,7 +102,7 @@ class _Cluster:
     """The arrays one batch is solved over (one entry per candidate OST, in ``cluster.osts`` order)."""
 
     def __init__(self, cluster: ClusterState, fill_cap: float, oss_load_weight: float,
-                 shapes: tuple[np.ndarray, np.ndarray, np.ndarray]):
+                 shapes: tuple[np.ndarray, np.ndarray, np.ndarray], requests: Sequence[WriteRequest] = ()):
         osts = cluster.osts
         self.index = np.array([o.index for o in osts], dtype=np.int64)
         self.bw = np.array([o.usable_bandwidth for o in osts], dtype=float)
@@ -93,15 +110,11 @@ class _Cluster:
         self.used = self.total - np.array([o.bytes_avail for o in osts], dtype=float)
         self.room = np.array([o.room_bytes(fill_cap) for o in osts], dtype=np.int64)
         self.degraded = np.array([o.state == "degraded" for o in osts], dtype=bool)
-        oss_ids = list(dict.fromkeys(o.oss_id for o in osts))
-        code = {oss: k for k, oss in enumerate(oss_ids)}
-        self.oss = np.array([code[o.oss_id] for o in osts], dtype=np.int64)
-        load = np.bincount(self.oss, weights=[o.load for o in osts], minlength=len(oss_ids))
-        self.oss_bw = np.array([oss_usable_bandwidth(cluster.osses[oss_id], float(load[k]), oss_load_weight)
-                                for k, oss_id in enumerate(oss_ids)])
+        oss_ids, self.oss, self.oss_bw = server_arrays(osts, cluster.osses, oss_load_weight)
         self.rank = oss_interleaved_rank(cluster)
         self.order = np.argsort(self.rank, kind="stable")
         self.shapes = shapes  # write bytes, stripe size and count per request: for files placed object by object
+        self.requests = requests
         self.placed = np.zeros(len(osts))  # bytes this batch put on each OST
         self.oss_placed = np.zeros(len(oss_ids))
 
@@ -166,10 +179,15 @@ class _Cluster:
             on = np.isin(self.oss, over)
             inner_lo = np.full(n_oss, float(np.min(base + step)) - 1.0)
             inner_hi = np.full(n_oss, hi)
+            oss_on, base_on, step_on, cap_on = self.oss[on], base[on], step[on], cap[on]
             for _ in range(_BISECT_STEPS):
                 mid = (inner_lo + inner_hi) / 2
-                got = np.bincount(self.oss[on], weights=self.units(mid[self.oss[on]], base[on], step[on],
-                                                                      cap[on]), minlength=n_oss)
+                # the same stopping rule as the outer level, over the OSSs still searched
+                if ((inner_hi - inner_lo <= _REL_TOL * np.maximum(np.abs(inner_hi), 1e-300))
+                        | (mid == inner_lo) | (mid == inner_hi))[over].all():
+                    break
+                got = np.bincount(oss_on, weights=self.units(mid[oss_on], base_on, step_on, cap_on),
+                                  minlength=n_oss)
                 enough = got >= oss_cap
                 inner_hi = np.where(enough, mid, inner_hi)
                 inner_lo = np.where(enough, inner_lo, mid)
@@ -185,8 +203,16 @@ class _Cluster:
         """Slots per OST whose cost ``base + k*step`` (k = 1, 2, ...) is at most the level (one for all, or one
         per OST); costs equal to a level up to rounding count as within it."""
         with np.errstate(over="ignore", invalid="ignore"):
-            k = np.floor((levels - base) / step + _SLOT_TOL)
-        return np.clip(np.nan_to_num(k, nan=0.0, posinf=0.0, neginf=0.0), 0, cap).astype(np.int64)
+            k = np.subtract(levels, base)
+            k /= step
+            k += _SLOT_TOL
+            np.floor(k, out=k)
+        finite = np.isfinite(k)
+        if not finite.all():  # no slot where the cost is undefined or unbounded
+            k[~finite] = 0.0
+        np.maximum(k, 0.0, out=k)
+        np.minimum(k, cap, out=k)
+        return k.astype(np.int64)
 
     def _trim(self, y, base, step, tiebreak, mask, per_oss_excess=None, excess: int = 0) -> None:
         """Remove the dearest last slots: ``excess`` in all, or ``per_oss_excess[s]`` from each OSS."""
@@ -213,6 +239,10 @@ class _Cluster:
                     return
                 per_oss_excess = left
 
+    def objects(self, i: int) -> list[int]:
+        """Exact bytes of each stripe object of request ``i``, in stripe order."""
+        return part_objects(self.requests[i], int(self.shapes[1][i]), int(self.shapes[2][i]))
+
     def add(self, y: np.ndarray, b: float) -> None:
         self.placed += y * b
         self.oss_placed += np.bincount(self.oss, weights=y * b, minlength=len(self.oss_bw))
@@ -224,10 +254,14 @@ class BandwidthPolicy(Policy):
     name = "iez"
     checks_layouts = True
     mirror_domains = True
+    shares_pools = True
 
     def __init__(self, seed: int = 0, fill_weight: float = 0.0, fill_cap: float | None = None,
-                 oss_load_weight: float = 0.5, **kw):
+                 oss_load_weight: float = 0.5, greedy_check: bool = True, **kw):
         super().__init__(seed, **kw)
+        #: Whether a batch is also placed by the size-aware greedy and its placement kept when it places more
+        #: files, or the same files sooner (off: the class-by-class solve alone, whose optimality tests check).
+        self.greedy_check = greedy_check
         if fill_weight < 0 or oss_load_weight < 0 or oss_load_weight > 1:
             raise ValueError("fill_weight must be >= 0 and oss_load_weight within 0..1")
         if fill_cap is not None and not 0 < fill_cap <= 1:
@@ -236,18 +270,77 @@ class BandwidthPolicy(Policy):
         self.fill_cap = fill_cap
         self.oss_load_weight = oss_load_weight
 
+    def _place_parts(self, cluster, requests, fixed):
+        """Pools one after another, narrowest first, each seeing the bytes the earlier pools put on shared OSTs
+        and OSSs (through ``self.carried``, restored afterwards: the mirror rounds own it)."""
+        saved = dict(getattr(self, "carried", None) or {})
+        self.carried = dict(saved)
+        try:
+            solved = super()._place_parts(cluster, requests, fixed)
+        finally:
+            self.carried = saved
+        if not self.greedy_check or self.fill_weight > 0 or not self._worth_a_second_opinion(cluster, requests):
+            return solved
+        # The class-by-class solve is optimal for each class but not for the batch: repair it as a whole (every
+        # pool's objects together), then compare with the size-aware greedy that knows the same and keep the
+        # faster (never slower than it).
+        from iez.allocate.greedy import GreedyPolicy, modelled_time
+        from iez.allocate.improve import improve
+
+        cap = self.fill_cap if self.fill_cap is not None else cluster.fill_cap
+        solved = (improve(cluster, requests, solved[0], solved[1], saved, cap, self.oss_load_weight), solved[1])
+        greedy = GreedyPolicy(fill_cap=self.fill_cap, oss_load_weight=self.oss_load_weight,
+                              stripe_rules=self.stripe_rules)
+        greedy.carried = dict(saved)
+        other = greedy._place_parts(cluster, requests, fixed)
+        mine = modelled_time(cluster, requests, *solved, saved, self.oss_load_weight)
+        theirs = modelled_time(cluster, requests, *other, saved, self.oss_load_weight)
+        mine_refused = {k for k, a in enumerate(solved[0]) if type(a) is Refused}
+        theirs_refused = {k for k, a in enumerate(other[0]) if type(a) is Refused}
+        if theirs_refused < mine_refused or (theirs_refused == mine_refused and theirs[1] < mine[1] * (1 - 1e-9)):
+            # every file iez placed and more, or the same files sooner
+            self.kept_greedy = getattr(self, "kept_greedy", 0) + 1
+            return other
+        return solved
+
+    def repair_mirrored(self, cluster: ClusterState, requests: Sequence[WriteRequest], placed: dict,
+                        dom: dict[int, str]) -> bool:
+        """The batch repair over every copy of a mirrored batch (``placed``: ``(file, copy) -> Allocation``,
+        changed in place), each copy kept in failure domains no other copy of its file uses. False when the
+        batch is left as it is (the repair is off, or the batch too large for it)."""
+        if not self.greedy_check or self.fill_weight > 0:
+            return False
+        objects = sum(len(a.osts) for a in placed.values())
+        if objects * len(cluster.osts) > MAX_SECOND_OPINION_WORK:
+            return False
+        from iez.allocate.improve import improve_mirrored
+
+        cap = self.fill_cap if self.fill_cap is not None else cluster.fill_cap
+        improve_mirrored(cluster, requests, placed, dom, cap, self.oss_load_weight)
+        return True
+
+    @staticmethod
+    def _worth_a_second_opinion(cluster, requests) -> bool:
+        """Whether the greedy comparison is cheap enough (its cost is objects x OSTs)."""
+        n = len(cluster.osts)
+        stripes = sum(n if r.stripe_count < 0 else r.stripe_count for r in requests)
+        return stripes * n <= MAX_SECOND_OPINION_WORK
+
     def _place(self, cluster: ClusterState, requests: Sequence[WriteRequest], counts, sizes
                ) -> list[Sequence[int] | Refused]:
         cap = self.fill_cap if self.fill_cap is not None else cluster.fill_cap
         w = np.fromiter((r.write_bytes for r in requests), dtype=np.int64, count=len(requests))
         size = np.asarray(sizes, dtype=np.int64)
         count = np.asarray(counts, dtype=np.int64)
-        state = _Cluster(cluster, cap, self.oss_load_weight, (w, size, count))
+        state = _Cluster(cluster, cap, self.oss_load_weight, (w, size, count), requests)
         carried = getattr(self, "carried", None)
         if carried:  # the other mirrors of this batch's files: their bytes share these OSTs' time and room
             state.add(np.array([carried.get(int(i), 0.0) for i in state.index]), 1.0)
         full_rounds, rest = np.divmod(w, size * count)  # the fullest object: RAID-0 wrap-around included
         obj = np.maximum(full_rounds * size + np.minimum(size, rest), 1)  # an empty file still takes its objects
+        for k, request in enumerate(requests):  # a component's fullest object need not be its first
+            if type(request) is Part:
+                obj[k] = max(max(state.objects(k)), 1)
         if len(np.unique(obj)) > MAX_CLASSES:
             obj = rounded_object_bytes(obj)
         out: list[Sequence[int] | Refused] = [Refused("")] * len(requests)
@@ -265,6 +358,8 @@ class BandwidthPolicy(Policy):
             if not left or not state.degraded.any():
                 break
             classes, left = left, {}
+        if carried is not None:  # what this pool's call placed, for the next pool's call (shares_pools)
+            carried.update({int(i): float(p) for i, p in zip(state.index, state.placed)})
         return out
 
     def _place_class(self, state: _Cluster, b: int, c: int, members: list[int], out: list, allow_degraded: bool,
@@ -279,7 +374,7 @@ class BandwidthPolicy(Policy):
         for i in members[keep:]:
             # A class sizes every object like the file's fullest one; objects of unequal size (a short
             # last round, a wrapped file) may still fit one by one.
-            objects = raid0_bytes(*(int(a[i]) for a in state.shapes))
+            objects = state.objects(i)
             if len(set(objects)) > 1:
                 row = self._place_objects(state, objects, state.room_left(allow_degraded))
                 if row is not None:
@@ -328,19 +423,29 @@ class BandwidthPolicy(Policy):
     @staticmethod
     def _smaller_objects_last(state: _Cluster, b: int, members: list[int], rows: np.ndarray) -> None:
         """Order each file's OSTs (``rows``, positions, in place) so that its smaller objects (a short last
-        stripe, stripes a small file never reaches) go to the OSTs and OSSs that finish last, and take what
-        they do not write off the state.
+        stripe, stripes a small file never reaches, a component's objects before the stripe its extent starts
+        on) go to the OSTs and OSSs that finish last, and take what they do not write off the state.
 
         The class is solved as if every object held the fullest ``b`` bytes; which OST gets the shorter ones
-        decides whether the busiest server gains the difference (a file's objects shrink with their position
-        in RAID-0, so the OSTs sorted by finish time, soonest first, take them in order). Files are dealt a
-        few at a time (about one per OST) against the finish times the earlier ones left, so equally busy
-        OSTs take turns."""
+        decides whether the busiest server gains the difference (the OSTs sorted by finish time, soonest first,
+        take the file's objects from the fullest down). Files are dealt a few at a time (about one per OST)
+        against the finish times the earlier ones left, so equally busy OSTs take turns."""
         c = rows.shape[1]
         w, size = (np.asarray(a)[members] for a in state.shapes[:2])
-        shapes, inverse = np.unique(np.stack([w, size], axis=1), axis=0, return_inverse=True)
-        gaps = np.array([b - np.array(raid0_bytes(int(x), int(s), c)) for x, s in shapes.tolist()], dtype=float)
-        inverse = inverse.ravel()
+        if any(type(state.requests[i]) is Part for i in members):
+            keys: dict[tuple, int] = {}
+            inverse = np.array([keys.setdefault((type(r) is Part and (r.offset, r.objects), r.write_bytes, int(s)),
+                                                len(keys))
+                                for r, s in zip((state.requests[i] for i in members), size.tolist())],
+                               dtype=np.int64)
+            first = {k: members[pos] for pos, k in reversed(list(enumerate(inverse.tolist())))}
+            objects = np.array([state.objects(first[k]) for k in range(len(keys))], dtype=float)
+        else:
+            shapes, inverse = np.unique(np.stack([w, size], axis=1), axis=0, return_inverse=True)
+            inverse = inverse.ravel()
+            objects = np.array([raid0_bytes(int(x), int(s), c) for x, s in shapes.tolist()], dtype=float)
+        gaps = b - objects
+        fullest_first = np.argsort(-objects, axis=1, kind="stable")  # positions, fullest object first
         todo = np.flatnonzero(gaps.any(axis=1)[inverse])
         step = max(1, len(state.bw) // c)
         for start in range(0, len(todo), step):
@@ -348,7 +453,9 @@ class BandwidthPolicy(Policy):
             sub = rows[pick]
             oss = state.oss[sub]
             finish = np.maximum(state.placed[sub] / state.bw[sub], state.oss_placed[oss] / state.oss_bw[oss])
-            rows[pick] = sub = np.take_along_axis(sub, np.lexsort((state.rank[sub], finish)), axis=1)
+            soonest = np.take_along_axis(sub, np.lexsort((state.rank[sub], finish)), axis=1)
+            np.put_along_axis(sub, fullest_first[inverse[pick]], soonest, axis=1)
+            rows[pick] = sub
             short = gaps[inverse[pick]].ravel()
             np.subtract.at(state.placed, sub.ravel(), short)
             np.subtract.at(state.oss_placed, state.oss[sub].ravel(), short)

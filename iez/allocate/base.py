@@ -21,10 +21,20 @@ from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
 from iez.allocate.stripe import ALIGNMENT, MAX_STRIPE_SIZE, stripe_size
-from iez.model import ALL_OSTS, EOF_END, Allocation, ClusterState, Component, WriteRequest, component_stripe_bytes
+from iez.errors import Infeasible
+from iez.model import (
+    ALL_OSTS,
+    EOF_END,
+    Allocation,
+    ClusterState,
+    Component,
+    WriteRequest,
+    component_stripe_bytes,
+    raid0_bytes,
+)
 
 
-class AllocationError(ValueError):
+class AllocationError(Infeasible):
     """A request cannot be placed; the message names the request and the reason."""
 
     def __init__(self, request: WriteRequest | None, reason: str):
@@ -39,6 +49,40 @@ class Refused:
     """Why one file gets no layout (it is then left to Lustre's own allocator)."""
 
     reason: str
+
+
+@dataclass(frozen=True)
+class Part(WriteRequest):
+    """One placement part of a composite file: a reached component, or one round of distinct OSTs of an
+    overstriped one. Lustre stripes a component by the file's offsets, so its objects hold RAID-0 of the file up to
+    the component's end less RAID-0 up to ``offset`` (its start), not RAID-0 of its length from stripe 0; a round
+    of an overstriped component holds exactly ``objects``. :func:`part_objects` gives the bytes either way."""
+
+    offset: int = 0
+    objects: tuple[int, ...] = ()
+
+
+def part_objects(request: WriteRequest, stripe_size: int, stripe_count: int) -> list[int]:
+    """Bytes each stripe object of a placed request or :class:`Part` holds, in stripe order (exact RAID-0
+    arithmetic: short last stripes, the empty objects of small files, the uneven objects of wrapped files and of
+    components that start inside a stripe round)."""
+    if type(request) is not Part:
+        return raid0_bytes(request.write_bytes, stripe_size, stripe_count)
+    if request.objects:
+        if len(request.objects) != stripe_count:
+            raise ValueError(f"{request.file}: a part of {len(request.objects)} objects placed on {stripe_count}")
+        return list(request.objects)
+    if not request.offset:
+        return raid0_bytes(request.write_bytes, stripe_size, stripe_count)
+    before = raid0_bytes(request.offset, stripe_size, stripe_count)
+    upto = raid0_bytes(request.offset + request.write_bytes, stripe_size, stripe_count)
+    return [b - a for a, b in zip(before, upto)]
+
+
+def _part(request: WriteRequest, **changes) -> Part:
+    fields = dict(request.__dict__)
+    fields.update(changes)
+    return Part(**fields)
 
 
 @dataclass(frozen=True)
@@ -80,6 +124,10 @@ class Policy(ABC):
     #: Whether :meth:`_place` itself verifies that every layout has its count of distinct OSTs
     #: (vectorised); otherwise :meth:`place` checks each one.
     checks_layouts: bool = False
+
+    #: Whether :meth:`_place` leaves in ``self.carried`` the bytes it placed, so that the next pool's call of the
+    #: same batch sees them (its OSTs and OSSs may be shared); pools are then placed narrowest first.
+    shares_pools: bool = False
 
     #: Whether :meth:`place` first tries every file without degraded OSTs and gives them only to the files
     #: that need them (Lustre's allocators do it in passes; ``iez`` does it inside its solver).
@@ -164,7 +212,11 @@ class Policy(ABC):
         by_pool: dict[str | None, list[int]] = {}
         for i, request in enumerate(requests):
             by_pool.setdefault(request.pool or None, []).append(i)
-        for pool, members in by_pool.items():
+        pools = list(by_pool)
+        if self.shares_pools:  # the pools with fewest candidates first: the wider ones then place around them
+            pools.sort(key=lambda p: sum(1 for o in cluster.osts if o.takes_stripes and (p is None or p in o.pools)))
+        for pool in pools:
+            members = by_pool[pool]
             candidates = [o for o in cluster.osts if o.takes_stripes and (pool is None or pool in o.pools)]
             view = cluster.with_osts(candidates)
             where = f"pool {pool}" if pool else "the file system"
@@ -337,8 +389,8 @@ def _shape_of(request: WriteRequest, rules: StripeRules, usable: Callable[[str |
             first = len(parts)
             for r in range(0, len(objects), width):
                 chunk = objects[r:r + width]
-                parts.append((replace(request, write_bytes=sum(chunk), stripe_count=len(chunk), pool=pool,
-                                      components=()), size))
+                parts.append((_part(request, write_bytes=sum(chunk), stripe_count=len(chunk), pool=pool,
+                                    components=(), objects=tuple(chunk)), size))
             placed.append((resolved, tuple(range(first, len(parts))), size))
             continue
         size = None
@@ -347,8 +399,8 @@ def _shape_of(request: WriteRequest, rules: StripeRules, usable: Callable[[str |
         elif comp.stripe_size:
             size = comp.stripe_size
         placed.append((resolved, (len(parts),), size))
-        parts.append((replace(request, write_bytes=nbytes, stripe_count=comp.stripe_count, pool=pool,
-                              components=()), size))
+        parts.append((_part(request, write_bytes=nbytes, stripe_count=comp.stripe_count, pool=pool, components=(),
+                            offset=comp.start), size))
     if not parts:
         return Refused("the predicted size fits in the Data-on-MDT component: no OST to choose, the directory's "
                        "default layout applies as it is")

@@ -8,15 +8,20 @@ two mirrors writes its bytes twice, and iez balances all of them.
 A *failure domain* is the cluster description's ``domain`` of an OSS (a rack,
 a controller pair), else the OSS itself.
 
-- **iez** (``mirror_domains``): the domains are dealt into ``m`` groups of
-  about equal bandwidth (CEFT's primary and backup groups) and copy ``k`` of a
+- **iez** (``mirror_domains``): the domains of the file's pool are dealt
+  into ``m`` groups of about equal bandwidth (CEFT's primary and backup
+  groups; an OST's bandwidth as its OSS lets it through) and copy ``k`` of a
   file goes to group ``(k + t) % m``, ``t`` turning from file to file so
   primaries spread over every group. All the copies bound for one group are
   placed together, groups of least bandwidth first (:func:`_place_in_groups`);
   a copy that does not fit its group takes any domain no other copy of the
   file uses; files without mirrors go last. A file whose pool has fewer
   domains than copies, or whose free domains cannot take a copy, is refused
-  with the reason.
+  with the reason. When the batch is small enough for the batch repair, two
+  other placements are tried and repaired alike (the domains of the whole
+  file system dealt by their OSTs' reported bandwidth; in rounds, each copy on
+  the domains no earlier copy of its file uses) and the one that refuses
+  fewest files, then ends soonest, is kept.
 - **rr / qos** model Lustre's FLR (``lfs mirror create -N``, ``lfs setstripe
   -N``): the MDS allocates each mirror's objects with its usual allocator and,
   while it can, steers away from the OSTs that overlapping components of the
@@ -37,7 +42,17 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from iez.model import EOF_END, OST, Allocation, ClusterState, Component, WriteRequest, oss_loads, oss_usable_bandwidth
+from iez.model import (
+    EOF_END,
+    OST,
+    Allocation,
+    ClusterState,
+    Component,
+    WriteRequest,
+    io_time,
+    oss_loads,
+    oss_usable_bandwidth,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from iez.allocate.base import Placement, Policy
@@ -122,13 +137,15 @@ def _candidates(cluster: ClusterState, pool: str | None) -> list[OST]:
     return [o for o in cluster.osts if o.takes_stripes and (pool is None or pool in o.pools)]
 
 
-def domain_sets(cluster: ClusterState, dom: dict[int, str], m: int, rotation: int = 0) -> list[frozenset[str]]:
+def domain_sets(cluster: ClusterState, dom: dict[int, str], m: int, rotation: int = 0,
+                speed: dict[int, float] | None = None) -> list[frozenset[str]]:
     """The domains dealt into ``m`` groups of about equal bandwidth (CEFT's primary and backup groups): by
     bandwidth, largest first (the list turned by ``rotation``, so that when the domains do not divide evenly
-    the smaller group changes from file to file), in snake order."""
+    the smaller group changes from file to file), in snake order. ``speed``: each OST's bandwidth (default its
+    usable bandwidth; iez passes what its OSS lets through, :func:`_ost_speed`)."""
     bw: dict[str, float] = {}
     for o in cluster.osts:
-        bw[dom[o.index]] = bw.get(dom[o.index], 0.0) + o.usable_bandwidth
+        bw[dom[o.index]] = bw.get(dom[o.index], 0.0) + (o.usable_bandwidth if speed is None else speed[o.index])
     order = sorted(bw, key=lambda d: (-bw[d], d))
     if order:
         turn = rotation % len(order)
@@ -189,7 +206,35 @@ def place_mirrored(policy: "Policy", cluster: ClusterState, requests: tuple[Writ
         policy.carry({ost: -b for ost, b in back.items()})
 
     if policy.mirror_domains:
+        start = dict(getattr(policy, "carried", None) or {})
         _place_in_groups(policy, cluster, requests, outcomes, dom, placed, failed, place, fail)
+        repair = getattr(policy, "repair_mirrored", None)
+        if repair is not None and repair(cluster, requests, placed, dom):
+            # The groups were placed one by one and repaired as a whole; a fixed partition of the domains may
+            # still force a copy onto a slow server its group cannot avoid. Two other ways, repaired alike: the
+            # domains dealt by the bandwidth their OSTs report whatever their OSS and pool, and in rounds (each
+            # copy on the domains no earlier copy of its file uses); the best of the three is kept.
+            oss_load_weight = getattr(policy, "oss_load_weight", 0.0)
+            for other in ("plain groups", "rounds"):
+                best, best_failed = dict(placed), dict(failed)
+                placed.clear()
+                failed.clear()
+                policy.carried = dict(start)
+                if other == "rounds":
+                    _place_in_rounds(cluster, requests, outcomes, placed, failed, place, fail, dom)
+                else:
+                    _place_in_groups(policy, cluster, requests, outcomes, dom, placed, failed, place, fail,
+                                     by_pool_speed=False)
+                repair(cluster, requests, placed, dom)
+                if _worse(cluster, requests, placed, failed, best, best_failed, oss_load_weight):
+                    placed.clear()
+                    placed.update(best)
+                    failed.clear()
+                    failed.update(best_failed)
+        if failed:
+            policy.carried = dict(start)  # the bytes of the placement kept, not of the last one tried
+            policy.carry(_bytes_per_ost([singles[i] for i, _ in placed], list(placed.values())))
+            _retry_on_own_domains(policy, cluster, requests, dom, placed, failed, place, fail)
     else:
         _place_in_rounds(cluster, requests, outcomes, placed, failed, place, fail)
     busy = ost_busy(cluster)
@@ -278,28 +323,41 @@ def _plan(cluster: ClusterState, dom: dict[int, str], speed: dict[int, float], d
 
 
 def _place_in_groups(policy: "Policy", cluster: ClusterState, requests, outcomes: list, dom: dict[int, str],
-                     placed: dict, failed: dict, place, fail) -> None:
+                     placed: dict, failed: dict, place, fail, by_pool_speed: bool = True) -> None:
     """iez: every copy goes to the group of domains its file's turn gives it (:func:`domain_sets`), all the
     copies bound for one group in one call, so the solver balances them together. Groups with the least
     bandwidth go first: their copies have nowhere else to go, while a wider group's copies still spread
     around what the narrower ones left (placing copy 0 of every file first would fix a narrow group's load
     before the copies it must also take are known). A copy its group cannot hold then takes any domain no
     other copy of its file uses; files without mirrors go last, anywhere."""
-    n_domains = max(1, len(set(dom.values())))
-    turns = {m: n_domains if n_domains % m else 1 for m in {r.mirror_count for r in requests if r.mirror_count > 1}}
-    sets = {(m, t): domain_sets(cluster, dom, m, t) for m, n in turns.items() for t in range(n)}
-    offset: dict[int, int] = {}
+    speed = _ost_speed(cluster, getattr(policy, "oss_load_weight", 0.0))
+    # Each file's domains are those of its pool's OSTs (a pool on a few servers would otherwise see its
+    # domains dealt to one group, leaving the other copies none), weighed by the speed their OSSs let through.
+    views: dict[str | None, ClusterState] = {}
+    sets: dict[tuple[str | None, int, int], list[frozenset[str]]] = {}
+    turns: dict[tuple[str | None, int], int] = {}
+    offset: dict[tuple[str | None, int], int] = {}
     bound_for: dict[frozenset[str], list[tuple[int, int]]] = {}
     for i, r in enumerate(requests):
         m = r.mirror_count
         if m == 1 or outcomes[i] is not None:
             continue
-        turn = offset.get(m, 0)  # which group of domains the file's first copy takes
-        offset[m] = turn + 1
-        partition = sets[(m, (turn // m) % turns[m])]
+        pools = {c.pool or r.pool for c in r.components} or {r.pool}
+        pool = pools.pop() if len(pools) == 1 and by_pool_speed else None
+        if pool not in views:
+            views[pool] = cluster.with_osts(_candidates(cluster, pool)) if pool else cluster
+        key = (pool, m)
+        if key not in turns:
+            n_domains = max(1, len({dom[o.index] for o in views[pool].osts}))
+            turns[key] = n_domains if n_domains % m else 1
+        turn = offset.get(key, 0)  # which group of domains the file's first copy takes
+        offset[key] = turn + 1
+        t = (turn // m) % turns[key]
+        if (pool, m, t) not in sets:
+            sets[(pool, m, t)] = domain_sets(views[pool], dom, m, t, speed if by_pool_speed else None)
+        partition = sets[(pool, m, t)]
         for k in range(m):
             bound_for.setdefault(partition[(k + turn) % m], []).append((i, k))
-    speed = _ost_speed(cluster, getattr(policy, "oss_load_weight", 0.0))
     bandwidth: dict[str, float] = {}
     for o in cluster.osts:
         bandwidth[dom[o.index]] = bandwidth.get(dom[o.index], 0.0) + speed[o.index]
@@ -333,10 +391,101 @@ def _place_in_groups(policy: "Policy", cluster: ClusterState, requests, outcomes
             fail(i, 0, reason)
 
 
+#: Splits of a refused file's domains placed (those whose slowest copy alone ends soonest) before it stays refused.
+MAX_SPLITS = 16
+#: Files with more failure domains than this in their pool are not retried (the splits are enumerated).
+MAX_SPLIT_DOMAINS = 8
+
+
+def _retry_on_own_domains(policy: "Policy", cluster: ClusterState, requests, dom: dict[int, str], placed: dict,
+                          failed: dict, place, fail) -> None:
+    """A mirrored file refused because a copy found no room in the domains its group (or its earlier copies)
+    left it gets domains of its own: the splits of its pool's domains into one disjoint set per copy (a domain
+    may be left out), each with as many OSTs as a copy's widest component needs, the :data:`MAX_SPLITS` whose
+    slowest copy alone would end soonest (the speed OSSs let through) placed in turn; the split whose placement
+    ends soonest is kept."""
+    from itertools import product
+
+    speed = _ost_speed(cluster, getattr(policy, "oss_load_weight", 0.0))
+    for i in sorted(failed):
+        r = requests[i]
+        m = r.mirror_count
+        pools = {c.pool or r.pool for c in r.components} or {r.pool}
+        if m < 2 or len(pools) != 1:
+            continue
+        pool = pools.pop()
+        per: dict[str, list[float]] = {}
+        for o in _candidates(cluster, pool):
+            per.setdefault(dom[o.index], []).append(speed[o.index])
+        domains = sorted(per)
+        if len(domains) > MAX_SPLIT_DOMAINS:
+            continue
+        need = max(1 if c.stripe_count < 0 else c.stripe_count for c in r.components) if r.components else \
+            (1 if r.stripe_count < 0 else r.stripe_count)
+        every = r.stripe_count < 0 and not r.components  # a copy at -1 takes every OST of its domains
+
+        def estimate(group: list[str]) -> float:
+            """Seconds a copy on ``group`` would take alone: at -1 its slowest OST holds an equal share, else its
+            ``need`` fastest OSTs share the bytes."""
+            speeds = sorted((x for d in group for x in per[d]), reverse=True)
+            if every:
+                return r.write_bytes / max(len(speeds) * speeds[-1], 1e-300)
+            return r.write_bytes / max(sum(speeds[:need]), 1e-300)
+
+        splits = []
+        for assign in product(range(m + 1), repeat=len(domains)):
+            sets = [[d for d, a in zip(domains, assign) if a == k] for k in range(m)]
+            if all(sum(len(per[d]) for d in group) >= need for group in sets) and \
+                    sets == sorted(sets, key=lambda g: domains.index(g[0])):  # one order of the same sets
+                splits.append((max(estimate(group) for group in sets), sets))
+        reason = failed[i]
+
+        def attempt(sets: list[list[str]]) -> bool:
+            del failed[i]
+            for k, group in enumerate(sets):
+                still, why = place(cluster.with_osts([o for o in cluster.osts if dom[o.index] in group]), [(i, k)])
+                if still:
+                    fail(i, k, why)
+                    failed[i] = reason
+                    return False
+            return True
+
+        best: tuple[float, list[list[str]]] | None = None
+        for _, sets in sorted(splits)[:MAX_SPLITS]:
+            if attempt(sets):
+                took = _copies_time(cluster, requests, placed, getattr(policy, "oss_load_weight", 0.0))
+                if best is None or took < best[0]:
+                    best = (took, sets)
+                fail(i, 0, reason)  # given back: the best split is placed again below
+                failed[i] = reason
+        if best is not None:
+            attempt(best[1])
+
+
+def _worse(cluster: ClusterState, requests, placed: dict, failed: dict, other: dict, other_failed: dict,
+           oss_load_weight: float) -> bool:
+    """Whether the copies ``placed`` refuse more files than ``other``, or as many and take longer (the modelled
+    I/O time of every copy's bytes)."""
+    if len(failed) != len(other_failed):
+        return len(failed) > len(other_failed)
+    return _copies_time(cluster, requests, placed, oss_load_weight) > \
+        _copies_time(cluster, requests, other, oss_load_weight) * (1 + 1e-9)
+
+
+def _copies_time(cluster: ClusterState, requests, copies: dict, oss_load_weight: float) -> float:
+    """The modelled I/O time of every placed copy's bytes."""
+    per_ost: dict[int, float] = {}
+    for (i, _), a in copies.items():
+        for ost, b in a.stripe_bytes(requests[i].write_bytes):
+            per_ost[ost] = per_ost.get(ost, 0.0) + b
+    return io_time(cluster, per_ost, oss_load_weight)
+
+
 def _place_in_rounds(cluster: ClusterState, requests, outcomes: list, placed: dict, failed: dict, place,
-                     fail) -> None:
+                     fail, dom: dict[int, str] | None = None) -> None:
     """Lustre's FLR (rr, qos): round ``k`` places the ``k+1``-th copy, files whose earlier copies hold the same
-    OSTs together, on the view without those OSTs' servers, else without those OSTs, else the whole view."""
+    OSTs together, on the view without those OSTs' servers, else without those OSTs, else the whole view.
+    With ``dom`` (iez), only on the view without the failure domains of those OSTs."""
     by_index = {o.index: o for o in cluster.osts}
     for k in range(max((r.mirror_count for r in requests), default=1)):
         by_used: dict[frozenset[int], list[int]] = {}
@@ -346,9 +495,13 @@ def _place_in_rounds(cluster: ClusterState, requests, outcomes: list, placed: di
                 by_used.setdefault(used, []).append(i)
         for used, files in by_used.items():
             servers = {by_index[o].oss_id for o in used if o in by_index}
-            tiers = [[o for o in cluster.osts if o.oss_id not in servers],
-                     [o for o in cluster.osts if o.index not in used], list(cluster.osts)] if used else \
-                [list(cluster.osts)]
+            if dom is not None:
+                taken = {dom[o] for o in used if o in dom}
+                tiers = [[o for o in cluster.osts if dom[o.index] not in taken]]
+            else:
+                tiers = [[o for o in cluster.osts if o.oss_id not in servers],
+                         [o for o in cluster.osts if o.index not in used], list(cluster.osts)] if used else \
+                    [list(cluster.osts)]
             left, reason = [(i, k) for i in files], ""
             for view in tiers:
                 if left:

@@ -25,13 +25,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from iez.lustre_limits import MAX_STRIPE_SIZE
+from iez.lustre_limits import STRIPE_ALIGNMENT as ALIGNMENT
 from iez.model import raid0_bytes
-
-#: Lustre's stripe-size alignment (bytes).
-ALIGNMENT = 65536
-#: Lustre keeps the stripe size in 32 bits: the largest is 4 GiB - 64 KiB. A file larger than
-#: ``stripe_count`` such stripes wraps around its OSTs (RAID-0), so its stripe size is capped.
-MAX_STRIPE_SIZE = (1 << 32) - ALIGNMENT
 
 
 @dataclass(frozen=True)

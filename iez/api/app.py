@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -14,7 +15,6 @@ from sqlalchemy.exc import DataError, IntegrityError, OperationalError, SQLAlche
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from iez import __version__
-from iez.allocate import AllocationError
 from iez.api import deps
 from iez.api.auth import Authenticator
 from iez.api.fastpath import LookupFastPath
@@ -25,11 +25,11 @@ from iez.api.metrics import ApiMetrics, MetricsMiddleware
 from iez.api.routers import allocations, apps, health, oss, osts, requests, stats
 from iez.api.schemas import Problem
 from iez.config import Settings, describe, settings as env_settings
-from iez.db import DatabaseUnavailable, open_db
+from iez.db import open_db
 from iez.db.engine import unavailable
 from iez.db.lookup import LayoutReader
 from iez.db.owners import OwnedLayoutReader
-from iez.db.requests import NotFound
+from iez.errors import IezError, http_status
 
 log = logging.getLogger("iez.api")
 
@@ -100,7 +100,8 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None,
 
 
 #: The error answers every route may give, all with the :class:`~iez.api.schemas.Problem` body.
-ERRORS = {status: {"model": Problem, "description": description} for status, description in (
+ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {"model": Problem, "description": description} for status, description in (
     (400, "the body is not JSON the API can parse (e.g. nested too deeply)"),
     (401, "a credential is needed (`Authorization: Bearer ...` or `MUNGE ...`)"),
     (403, "the credential does not hold, or does not allow this"),
@@ -140,21 +141,17 @@ def _add_error_handlers(app: FastAPI) -> None:
         detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors[:5])
         return JSONResponse({"detail": detail, "errors": errors}, status_code=422)
 
-    @app.exception_handler(NotFound)
-    async def not_found(_request: Request, exc: NotFound) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=404)
-
-    @app.exception_handler(AllocationError)
-    async def no_fit(_request: Request, exc: AllocationError) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=409)
-
-    @app.exception_handler(DatabaseUnavailable)
-    async def db_down(_request: Request, exc: DatabaseUnavailable) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=503, headers={"Retry-After": "5"})
+    @app.exception_handler(IezError)
+    async def tree_error(_request: Request, exc: IezError) -> JSONResponse:
+        # The error tree's table (iez/errors.py) gives the status: 422 input, 404 not found, 409 infeasible,
+        # 503 unavailable (retry: Retry-After), 500 configuration or anything else iez raised on purpose.
+        status = http_status(exc)
+        headers = {"Retry-After": "5"} if status == 503 else None
+        return JSONResponse({"detail": str(exc)}, status_code=status, headers=headers)
 
     @app.exception_handler(OperationalError)
     async def db_broken(request: Request, exc: OperationalError) -> JSONResponse:
-        return await db_down(request, unavailable(request.app.state.engine, exc))
+        return await tree_error(request, unavailable(request.app.state.engine, exc))
 
     @app.exception_handler(IntegrityError)
     async def conflict(_request: Request, exc: IntegrityError) -> JSONResponse:

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from iez.api.munge import BadCredential, Munge, MungeUnavailable, user_name
 from iez.config import ConfigError, Settings
+from iez.errors import IezError
 
 MIN_TOKEN_CHARS = 16
 
@@ -57,7 +58,7 @@ ANONYMOUS = Caller()
 SERVICE = Caller(admin=True, method="token")
 
 
-class AuthError(Exception):
+class AuthError(IezError):
     """The header names a credential that does not hold: ``status`` 401 (or 403 for a wrong token), ``detail``."""
 
     def __init__(self, status: int, detail: str):
@@ -193,11 +194,11 @@ def client_header(env: dict[str, str] | None = None) -> dict[str, str]:
     """The ``Authorization`` header a client sends, from its environment: ``IEZ_API_TOKEN`` (service), else
     ``IEZ_API_USER_TOKEN`` (a user token), else a new MUNGE credential from the munged at
     ``IEZ_MUNGE_SOCKET`` (libmunge's default socket when unset); ``{}`` when none applies."""
-    env = os.environ if env is None else env
-    for name in ("IEZ_API_TOKEN", "IEZ_API_USER_TOKEN"):
-        if env.get(name):
-            return {"Authorization": f"Bearer {env[name]}"}
+    settings = Settings.from_env(env=env)
+    for token in (settings.api_token, settings.api_user_token):
+        if token:
+            return {"Authorization": f"Bearer {token}"}
     try:
-        return {"Authorization": f"MUNGE {Munge(env.get('IEZ_MUNGE_SOCKET') or None).encode()}"}
+        return {"Authorization": f"MUNGE {Munge(settings.client_munge_socket).encode()}"}
     except MungeUnavailable:
         return {}

@@ -120,7 +120,7 @@ class LookupFastPath:
                 layout = self.owned.owned_one(path, owner) if self._inline \
                     else await asyncio.to_thread(self.owned.owned_one, path, owner)
             else:
-                layout = self.reader.one(path) if self._inline else await self._coalesced.one(path)
+                layout = self.reader.one(path) if self._coalesced is None else await self._coalesced.one(path)
         except DatabaseUnavailable as err:
             await _answer(send, 503, {"detail": str(err)})
             return
@@ -168,11 +168,12 @@ class _CoalescedLookups:
             while self.waiting:
                 batch, self.waiting = self.waiting, []
                 paths = [path for path, _ in batch]
+                found: dict[str, dict | None]
                 try:
                     if len(paths) == 1:
                         found = {paths[0]: await asyncio.to_thread(self.reader.one, paths[0])}
                     else:
-                        found = await asyncio.to_thread(self.reader.many, paths)
+                        found = dict(await asyncio.to_thread(self.reader.many, paths))
                 except Exception as err:  # every waiter gets the failure (503 for an unavailable DB)
                     for _, answer in batch:
                         if not answer.done():

@@ -46,7 +46,7 @@ class WriteGuard:
                 else:
                     await deps.writer_or_user(request, credentials)
             except HTTPException as err:
-                await _answer(send, err.status_code, str(err.detail), err.headers or {})
+                await _answer(send, err.status_code, str(err.detail), dict(err.headers or {}))
                 return
         await self.app(scope, receive, send)
 

@@ -24,21 +24,20 @@ import os
 import time
 from pathlib import Path
 
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
-from iez.api.limits import parse_size
-from iez.config import describe
+from iez.config import DEFAULT_MIN_FREE, Settings, describe
+from iez.db import health
 from iez.db.engine import DatabaseUnavailable, make_probe, unavailable
 
 TIMEOUT_S = 3.0
-DEFAULT_MIN_FREE = 16 * 1024 * 1024
 ENV_MIN_FREE = "IEZ_API_MIN_FREE"
 
 
 def min_free_from_env(env: dict[str, str] | None = None) -> int:
-    raw = (os.environ if env is None else env).get(ENV_MIN_FREE, "")
-    return parse_size(raw, ENV_MIN_FREE, minimum=0) if raw.strip() else DEFAULT_MIN_FREE  # 0: no disk check
+    """``IEZ_API_MIN_FREE`` in bytes (default 16 MiB, 0: no disk check; :class:`iez.config.Settings`)."""
+    return Settings.from_env(env=env).api_min_free
 
 
 def _reason(err: BaseException) -> str:
@@ -82,7 +81,7 @@ class HealthCheck:
         checks: dict[str, dict] = {}
         try:
             with self.probe.connect() as conn:
-                conn.execute(text("SELECT 1")).scalar()
+                health.answers(conn)
                 conn.commit()
                 checks["reachable"] = {"ok": True}
                 checks["writable"] = self._write(conn)
@@ -100,7 +99,7 @@ class HealthCheck:
     def _write(self, conn) -> dict:
         try:
             conn.execution_options(iez_write=True)  # SQLite: BEGIN IMMEDIATE, the write lock up front
-            conn.execute(text("UPDATE alembic_version SET version_num = version_num"))
+            health.write_probe(conn)
             conn.commit()
         except SQLAlchemyError as err:
             try:

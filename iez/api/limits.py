@@ -17,36 +17,24 @@ plus its path, so 100,000 of them fit in 64 MiB with paths up to about 500 bytes
 from __future__ import annotations
 
 import json
-import os
-import re
+from collections.abc import Mapping
 
 from starlette.exceptions import HTTPException
 
-DEFAULT_MAX_BODY = 64 * 1024 * 1024
+from iez.config import DEFAULT_MAX_BODY as DEFAULT_MAX_BODY  # the default lives with the setting
+from iez.config import Settings
+from iez.config import parse_size as parse_size  # `iez api --max-body` parses with it too
+from iez.errors import InputError, StorageUnavailable
+
 ENV_MAX_BODY = "IEZ_API_MAX_BODY"
-_UNITS = {"": 1, "k": 1024, "kib": 1024, "m": 1024**2, "mib": 1024**2, "g": 1024**3, "gib": 1024**3}
-
-
-def parse_size(text: str, where: str = ENV_MAX_BODY, minimum: int = 1024) -> int:
-    """Bytes from ``text`` (``1048576``, ``512k``, ``64M``, ``1GiB``), at least ``minimum``; ValueError naming
-    ``where`` otherwise."""
-    match = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]*)\s*", text or "")
-    unit = match.group(2).lower() if match else None
-    if match is None or unit not in _UNITS:
-        raise ValueError(f"{where}={text!r} is not a size: use bytes or a number with k, M or G (e.g. 64M)")
-    size = int(match.group(1)) * _UNITS[unit]
-    if size < minimum:
-        raise ValueError(f"{where}={text!r} is below {minimum} bytes")
-    return size
 
 
 def max_body_from_env(env: dict[str, str] | None = None) -> int:
-    """``IEZ_API_MAX_BODY`` in bytes (default 64 MiB)."""
-    raw = (os.environ if env is None else env).get(ENV_MAX_BODY, "")
-    return parse_size(raw) if raw.strip() else DEFAULT_MAX_BODY
+    """``IEZ_API_MAX_BODY`` in bytes (default 64 MiB; :class:`iez.config.Settings`)."""
+    return Settings.from_env(env=env).api_max_body
 
 
-class BodyTooLarge(HTTPException):
+class BodyTooLarge(HTTPException, InputError):
     """Raised from ``receive`` once a streamed body passes the limit: routes answer it as a 413."""
 
     def __init__(self, limit: int):
@@ -60,7 +48,7 @@ def too_large(limit: int) -> str:
 _CLOSE = (b"connection", b"close")
 
 
-class BodiesBusy(HTTPException):
+class BodiesBusy(HTTPException, StorageUnavailable):
     """Raised from ``receive`` when a streamed body would take the large bodies in flight past their budget."""
 
     def __init__(self, budget: int):
@@ -142,7 +130,7 @@ class BodyLimit:
             self.in_flight -= held
 
 
-async def refuse(send, status: int, detail: str, headers: dict[str, str] | None = None) -> None:
+async def refuse(send, status: int, detail: str, headers: Mapping[str, str] | None = None) -> None:
     """Answer ``status`` with ``{"detail": ...}`` and close the connection (its body is left unread)."""
     body = json.dumps({"detail": detail}).encode()
     extra = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in (headers or {}).items()]

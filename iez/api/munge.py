@@ -20,6 +20,8 @@ import os
 import pwd
 from functools import lru_cache
 
+from iez.errors import InputError, StorageUnavailable
+
 MUNGE_OPT_SOCKET = 8
 EMUNGE_SUCCESS = 0
 EMUNGE_SOCKET = 6
@@ -31,11 +33,11 @@ CREDENTIAL_ERRORS = {8: "invalid credential format", 9: "invalid credential vers
 LIBRARY = "libmunge.so.2"
 
 
-class MungeUnavailable(RuntimeError):
+class MungeUnavailable(StorageUnavailable, RuntimeError):
     """libmunge cannot be loaded, or munged does not answer on its socket."""
 
 
-class BadCredential(ValueError):
+class BadCredential(InputError):
     """munged refused the credential: the message says why (expired, replayed, invalid, ...)."""
 
 
@@ -113,7 +115,7 @@ class Munge:
             err = self.lib.munge_encode(ctypes.byref(cred), ctx, None, 0)
             if err != EMUNGE_SUCCESS:
                 raise MungeUnavailable(f"munge_encode: {self._error(ctx, err)}")
-            return ctypes.string_at(cred.value).decode("ascii")
+            return ctypes.string_at(cred.value or 0).decode("ascii")
         finally:
             if cred.value:
                 _libc().free(cred.value)

@@ -21,6 +21,7 @@ from iez.db.models import MAX_PATH_BYTES
 from iez.db.stats import OssReport, OstReport
 from iez.layout.emulated import canonical_template, parse_attr
 from iez.layout.model import components_from_json
+from iez.lustre_limits import MAX_OST_INDEX, MAX_POOL_NAME, MAX_STRIPE_COUNT
 from iez.model import check_pool_name
 
 INT64_MAX = 2**63 - 1
@@ -52,8 +53,8 @@ def _absolute_path(path: str) -> str:
 
 
 def _stripe_count(count: int) -> int:
-    if count != -1 and not 1 <= count <= 2000:
-        raise ValueError("must be 1..2000, or -1 for all OSTs")
+    if count != -1 and not 1 <= count <= MAX_STRIPE_COUNT:
+        raise ValueError(f"must be 1..{MAX_STRIPE_COUNT}, or -1 for all OSTs")
     return count
 
 
@@ -96,9 +97,9 @@ FilePath = Annotated[str, Field(min_length=1, max_length=MAX_PATH_BYTES, pattern
                      AfterValidator(_absolute_path)]
 Bytes = Annotated[JsonInt, Field(ge=0, le=INT64_MAX)]
 Percent = Annotated[float, Field(ge=0, le=100, allow_inf_nan=False)]
-StripeCount = Annotated[JsonInt, Field(ge=-1, le=2000), AfterValidator(_stripe_count), WithJsonSchema(
-    {"anyOf": [{"type": "integer", "minimum": 1, "maximum": 2000}, {"const": -1}],
-     "description": "1..2000, or -1 for all OSTs"})]
+StripeCount = Annotated[JsonInt, Field(ge=-1, le=MAX_STRIPE_COUNT), AfterValidator(_stripe_count), WithJsonSchema(
+    {"anyOf": [{"type": "integer", "minimum": 1, "maximum": MAX_STRIPE_COUNT}, {"const": -1}],
+     "description": f"1..{MAX_STRIPE_COUNT}, or -1 for all OSTs"})]
 
 #: Unknown fields refused, and no coercion (``false`` is not 0, ``"1"`` is not 1): the OpenAPI types are exact.
 Strict = ConfigDict(extra="forbid", strict=True)
@@ -107,7 +108,7 @@ Strict = ConfigDict(extra="forbid", strict=True)
 class OstStats(BaseModel):
     model_config = Strict
     name: Text = Field(description="Lustre target name, e.g. fs-OST0001")
-    index: JsonInt = Field(ge=0, le=65535, description="OST index (1 for OST0001)")
+    index: JsonInt = Field(ge=0, le=MAX_OST_INDEX, description="OST index (1 for OST0001)")
     kbytes_total: JsonInt = Field(gt=0, le=MAX_OST_KBYTES, description="KiB, at most 2^42 (4 PiB)")
     kbytes_avail: JsonInt = Field(ge=0, le=MAX_OST_KBYTES, description="KiB, at most kbytes_total")
     read_bytes: Bytes | None = None
@@ -139,7 +140,7 @@ class JobBytes(BaseModel):
 
 class OstJobs(BaseModel):
     model_config = Strict
-    index: JsonInt = Field(ge=0, le=65535, description="an OST of osts")
+    index: JsonInt = Field(ge=0, le=MAX_OST_INDEX, description="an OST of osts")
     jobs: list[JobBytes] = Field(max_length=MAX_JOBS_PER_OST)
 
 
@@ -211,7 +212,7 @@ TEMPLATE_SCHEMA = {"type": "array", "minItems": 1, "maxItems": 64, "items": {
         "end": {"type": "integer", "minimum": -1, "description": "bytes; -1: the end of the file"},
         "stripe_count": {"type": "integer", "minimum": -1},
         "stripe_size": {"type": "integer", "minimum": 1},
-        "pool": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,15}$"},
+        "pool": {"type": "string", "pattern": f"^[A-Za-z0-9_-]{{1,{MAX_POOL_NAME}}}$"},
         "osts": {"type": "array", "items": {"type": "integer", "minimum": 0}},
         "pattern": {"enum": ["raid0", "mdt", "dom", None]},
         "overstriping": {"type": "boolean"}}}}
@@ -272,6 +273,11 @@ class Layout(BaseModel):
         "osts} per component")
     note: str | None = Field(default=None, description="present when the policy had to give something up for "
                              "the file, e.g. a degraded OST used because no other could take it")
+    mirrors: list[list[dict]] | None = Field(
+        default=None, description="present for a mirrored (FLR) file: every copy as its list of components, the "
+        "first one also in the plain fields")
+    preferred_mirror: int | None = Field(default=None, description="with mirrors: the copy reads prefer (0-based)")
+    stale_mirrors: list[int] | None = Field(default=None, description="with mirrors: copies not yet resynced")
 
 
 class RefusedFile(BaseModel):
@@ -318,3 +324,64 @@ class Health(BaseModel):
     checks: dict[str, HealthPart] = Field(description="reachable, writable and (SQLite) disk")
     seconds: float | None = None
     detail: str | None = Field(default=None, description="the unhealthy parts and why, when not ok")
+
+
+class OstOut(BaseModel):
+    """One OST as ``GET /v1/osts`` lists it."""
+
+    index: int
+    name: str
+    oss_id: str
+    kbytes_total: int
+    kbytes_avail: int
+    bytes_reserved: int = Field(description="what iez's live allocations hold on it until the reports show it written")
+    read_bytes: int | None = Field(description="the OST's cumulative counter; null when its OSS does not send it")
+    write_bytes: int | None
+    sample_time: str = Field(description="when its OSS measured it (ISO 8601, UTC)")
+    state: str = Field(description="the most restrictive of what its OSS and the MDS say (active, degraded, ...)")
+    pools: list[str]
+    reserved_kbytes: int = Field(description="what Lustre keeps back (osp.*.reserved_mb_low)")
+
+
+class OstsOut(BaseModel):
+    osts: list[OstOut]
+
+
+class OssOut(BaseModel):
+    """One OSS as ``GET /v1/oss`` lists it; ``stale`` by the one freshness rule (:mod:`iez.freshness`)."""
+
+    oss_id: str
+    seq: int
+    cpu_pct: float | None
+    mem_pct: float | None
+    sample_time: str
+    received: str
+    stale: bool
+    age_s: float = Field(description="seconds since its last accepted report")
+    osts: int
+
+
+class OssListOut(BaseModel):
+    oss: list[OssOut]
+
+
+class RunOut(BaseModel):
+    id: int
+    started: str
+    ended: str | None
+    files_found: int | None
+    files_missed: int | None
+    files_skipped: int | None
+
+
+class AppOut(BaseModel):
+    """``GET /v1/apps/{name}``: an application, its requests (each with its live allocation or null) and runs."""
+
+    name: str
+    owner: str | None
+    fingerprint: str | None
+    created: str
+    requests: list[dict] = Field(description="id, file, write_bytes, stripe_count, stripe_size, rank, source, "
+                                             "pool/components, default_layout, allocation (null: pending)")
+    pending: int
+    runs: list[RunOut]

@@ -12,7 +12,6 @@ go to owners only unless ``IEZ_API_READS`` says otherwise (:mod:`iez.api.auth`).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import logging
 import os
 
@@ -53,9 +52,9 @@ def _serve(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     users = {k: v for k, v in (("munge_socket", args.munge_socket), ("user_tokens", args.user_tokens)) if v}
     if users:
-        settings = dataclasses.replace(settings, **users)
-        if not os.environ.get("IEZ_API_READS"):
-            settings = dataclasses.replace(settings, reads="owner")
+        settings = settings.model_copy(update=users)
+        if "reads" not in settings.model_fields_set:  # IEZ_API_READS unset: users can authenticate now
+            settings = settings.model_copy(update={"reads": "owner"})
     max_body = parse_size(args.max_body, "--max-body") if args.max_body else max_body_from_env()
     app = create_app(settings, max_body=max_body)  # checks the schema and the user credentials before binding the port
     from iez.cli import check_bind

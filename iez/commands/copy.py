@@ -119,11 +119,11 @@ def reexec_if_needed(args: argparse.Namespace, argv: list[str] | None = None) ->
         os.environ.update(wanted)
         return
     if emulating and not preloaded(env):
-        from iez.demo.pipeline import StepFailed, find_library
+        from iez.runtime import LibraryNotFound, find_library
 
         try:
             lib = find_library()
-        except StepFailed as err:
+        except LibraryNotFound as err:
             raise ValueError(f"IEZ_EMULATE is set but libiez cannot be preloaded: {err}") from None
         env["LD_PRELOAD"] = " ".join(filter(None, [str(lib), env.get("LD_PRELOAD", "")]))
         env.setdefault("IEZ_MODE", "off")  # the copy places its files itself

@@ -13,6 +13,7 @@ import argparse
 import errno
 import json
 import os
+from pathlib import Path
 import sys
 import warnings
 
@@ -50,11 +51,14 @@ def register(subparsers) -> None:
     what.add_argument("--layout", metavar="JSON",
                       help='a template: {"components": [{"end", "stripe_count", "stripe_size", "pool", "pattern"}], '
                       '"pool": P} (end -1: the end of the file; pattern "mdt": Data-on-MDT) or '
-                      '{"stripe_count", "stripe_size", "pool"}')
+                      '{"stripe_count", "stripe_size", "pool"}; @FILE reads it from FILE (a site\'s rule)')
     what.add_argument("--stripe-count", type=int, metavar="N", help="stripes per file (-1: every OST)")
     what.add_argument("--clear", action="store_true", help="remove the directory's default layout")
     setd.add_argument("--stripe-size", metavar="BYTES", help="with --stripe-count: e.g. 1048576 or 4M")
     setd.add_argument("--pool", metavar="NAME", help="with --stripe-count: the OST pool")
+    setd.add_argument("--if-unset", action="store_true",
+                      help="leave DIR as it is when it has a default layout already (a user's or an administrator's "
+                      "choice is never replaced); --json then adds \"kept\": true")
     setd.add_argument("--json", action="store_true", help="print the default as layout show --json does")
     setd.set_defaults(handler=_set_default)
 
@@ -134,7 +138,14 @@ def template_from_args(args: argparse.Namespace) -> tuple[Component, ...]:
         if args.stripe_size is not None or args.pool is not None:
             raise ValueError("--stripe-size and --pool go with --stripe-count; inside --layout give "
                              "stripe_size and pool")
-        data = loads(args.layout, "--layout")
+        text, where = args.layout, "--layout"
+        if text.startswith("@"):
+            where = f"--layout {text}"
+            try:
+                text = Path(text[1:]).read_text()
+            except OSError as err:
+                raise ValueError(f"{where}: cannot read it: {err.strerror}") from None
+        data = loads(text, where)
         if isinstance(data, dict) and "mirrors" in data:  # a mirrored default: each file gets that many copies
             return tools_layout(data, "--layout", template=True)  # type: ignore[return-value]
         return layout_components(data, "--layout", template=True)
@@ -163,6 +174,14 @@ def _set_default(args: argparse.Namespace) -> int:
     else:
         comps = None if given is None else dom_sized(given)
     reader = LayoutReader()
+    if args.if_unset and not args.clear:
+        kept = reader.describe(directory)
+        if kept is not None:
+            if args.json:
+                print(json.dumps({**kept, "kept": True}))
+            else:
+                print(f"{directory}: has a default layout already, kept (--if-unset)")
+            return 0
     if reader.on_lustre(directory, os.stat(directory)):
         if isinstance(comps, Layout):
             raise ValueError("--layout: a mirrored default on Lustre is set with lfs setstripe -N (iez sets it "
@@ -246,6 +265,12 @@ def _print_table(result: Usage) -> None:
         if has_util:
             line += f" {row['util'] * 100:>7.2f}%"
         print(line)
-    cost = "n/a (no bytes)" if data["ost_cost"] is None else f"{data['ost_cost']:.3f}"
-    print(f"OSTCost {cost} (max {human(data['max_bytes'])} / mean {human(data['mean_bytes'])} "
-          f"over {len(data['osts'])} OSTs)")
+    if data["ost_cost"] is None:
+        print("OSTCost n/a (no bytes)")
+        return
+    print(f"OSTCost {data['ost_cost_used']:.3f} over the {data['used_osts']} OSTs holding these files' bytes; "
+          f"{data['ost_cost']:.3f} over the pool (max {human(data['max_bytes'])} / mean "
+          f"{human(data['mean_bytes'])} over {len(data['osts'])} OSTs)")
+    if data["used_osts"] < len(data["osts"]):
+        print(f"  (the files use {data['used_osts']} of the pool's {len(data['osts'])} OSTs: the pool figure "
+              "counts the idle ones, so a job smaller than the pool scores high there however it was placed)")

@@ -13,9 +13,7 @@ import json
 import os
 import tempfile
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from pathlib import Path
 
 from iez.commands.db import add_db_option, db_errors, settings_from
@@ -44,7 +42,7 @@ def register(subparsers) -> None:
         "IEZ_API_TOKEN (the service token), IEZ_API_USER_TOKEN (a per-user token) or a MUNGE "
         "credential from the local munged (IEZ_MUNGE_SOCKET, else libmunge's default socket), in that "
         "order; a user gets only the maps of applications they own.")
-    fetch.add_argument("--api", default=os.environ.get("IEZ_API_URL"), metavar="URL",
+    fetch.add_argument("--api", default=None, metavar="URL",
                        help="the API's base URL, e.g. http://mds:8000 (default: $IEZ_API_URL)")
     fetch.add_argument("--app", required=True, help="application name")
     fetch.add_argument("--out", required=True, metavar="FILE", help="the map to write (replaced atomically)")
@@ -75,33 +73,14 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
-def _api_error(url: str, err: urllib.error.HTTPError) -> str:
-    try:
-        detail = json.loads(err.read().decode("utf-8", "replace")).get("detail")
-    except (ValueError, AttributeError):
-        detail = None
-    return f"{url}: {err.code} {err.reason}" + (f": {detail}" if detail else "")
-
-
 def _fetch(args: argparse.Namespace) -> int:
-    from iez.api.auth import client_header
+    from iez.api.client import base_url, call
+    from iez.config import Settings
 
-    if not args.api:
-        raise ValueError("no API URL: give --api URL or set IEZ_API_URL")
-    base = args.api.rstrip("/")
-    if urllib.parse.urlsplit(base).scheme not in ("http", "https"):
-        raise ValueError(f"--api {args.api!r} is not an http:// or https:// URL")
+    base = base_url(args.api or Settings.from_env().api_url)
     url = f"{base}/v1/apps/{urllib.parse.quote(args.app, safe='')}/map"
     started = time.monotonic()
-    request = urllib.request.Request(url, headers=client_header())
-    try:
-        with urllib.request.urlopen(request, timeout=args.timeout) as answer:
-            data = answer.read()
-    except urllib.error.HTTPError as err:
-        raise ValueError(f"{_api_error(url, err)}") from None
-    except (urllib.error.URLError, OSError) as err:
-        reason = getattr(err, "reason", err)
-        raise ValueError(f"cannot reach {base}: {reason}") from None
+    data = call(base, "GET", url[len(base):], timeout=args.timeout)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)  # mode 0600

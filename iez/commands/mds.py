@@ -33,6 +33,7 @@ from pathlib import Path
 from iez.allocate import POLICY_NAMES
 from iez.commands.db import add_db_option, db_errors, settings_from
 
+from iez.mds.resources import DEFAULT_DEFER_MAX_S
 from iez.model import DEFAULT_FILL_CAP, DEFAULT_OSS_BANDWIDTH, DEFAULT_OST_BANDWIDTH, MiB
 
 
@@ -47,6 +48,13 @@ def register(subparsers) -> None:
     p.add_argument("--stale-intervals", type=int, default=3, metavar="N",
                    help="missed intervals after which an OSS is stale (default 3)")
     p.add_argument("--cpu-max", type=float, default=70.0, metavar="PCT", help="allocate only below this MDS CPU %% (default 70; 100: no limit)")
+    p.add_argument("--defer-max", type=float, default=DEFAULT_DEFER_MAX_S, metavar="S",
+                   help="while the node is over --cpu-max/--mem-max, defer allocation at most this long, then "
+                        f"allocate anyway (default {DEFAULT_DEFER_MAX_S:g}; 0: never defer)")
+    p.add_argument("--ignore-reservations", action="store_true",
+                   help="place against measured load only; by default other applications' unexpired reservations "
+                        "count as load where they are (jobs allocated seconds apart spread over the OSTs; the cost: "
+                        "an allocation never written counts until its reservation expires)")
     p.add_argument("--mem-max", type=float, default=50.0, metavar="PCT", help="allocate only below this MDS memory %% (default 50; 100: no limit)")
     p.add_argument("--fill-cap", type=float, default=DEFAULT_FILL_CAP, metavar="F",
                    help="no OST is pushed past this fill (default 0.95)")
@@ -126,7 +134,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.status:
         return _print_status(status_file, args.json, settings)
     for name, value, low, high in (("--interval", args.interval, 1.0, 86400.0), ("--cpu-max", args.cpu_max, 0, 100),
-                                   ("--mem-max", args.mem_max, 0, 100), ("--oss-load-weight", args.oss_load_weight, 0, 1),
+                                   ("--mem-max", args.mem_max, 0, 100),
+                                   ("--defer-max", args.defer_max, 0, 86400), ("--oss-load-weight", args.oss_load_weight, 0, 1),
                                    ("--fill-cap", args.fill_cap, 0.01, 1), ("--fill-weight", args.fill_weight, 0, 10),
                                    ("--ost-bandwidth", args.ost_bandwidth, 1e-3, 1e9),
                                    ("--oss-bandwidth", args.oss_bandwidth, 1e-3, 1e9),
@@ -179,9 +188,10 @@ def _run(args: argparse.Namespace) -> int:
     placement = PlacementSettings(args.policy, fill_cap=args.fill_cap, fill_weight=args.fill_weight,
                                   ost_bandwidth=args.ost_bandwidth * MiB, oss_bandwidth=args.oss_bandwidth * MiB,
                                   oss_load_weight=args.oss_load_weight, ost_bandwidths=ost_bandwidths,
-                                  oss_bandwidths=oss_bandwidths)
+                                  oss_bandwidths=oss_bandwidths, fair_share=not args.ignore_reservations)
     config = MdsConfig(bind=args.bind, placement=placement, interval_s=args.interval,
                        stale_intervals=args.stale_intervals, cpu_max=args.cpu_max, mem_max=args.mem_max,
+                       defer_max_s=args.defer_max,
                        reservation_ttl_s=settings.reservation_ttl_s,
                        retain=timedelta(days=args.retain_days), allowed_oss=allowed,
                        series_interval_s=args.series_interval,
@@ -327,6 +337,10 @@ def _print_status(path: Path, as_json: bool, settings) -> int:
     print(f"OSS: {len(status['osses']['fresh'])} fresh, stale: {' '.join(status['osses']['stale']) or 'none'}; "
           f"{status['osts']} OSTs")
     print(f"allocation: {a['files']} files in {a['passes']} passes, {a['deferred']} deferred, {a['failed']} failed")
+    from iez.commands.status import gate_text
+
+    if gate_text(status.get("gate")):
+        print(gate_text(status.get("gate")))
     states = status.get("ost_states") or {}
     print("OST states: " + (", ".join(f"{state} {' '.join(map(str, osts))}" for state, osts in states.items())
                             or "all active"))

@@ -59,8 +59,8 @@ def register(subparsers) -> None:
     resync.set_defaults(handler=_resync)
 
 
-def stale_layout(path: str) -> Layout | None:
-    """The file's emulated layout (None: it has none); a file on Lustre or without mirrors is refused."""
+def stale_layout(path: str) -> Layout:
+    """The file's emulated mirrored layout; a file without one (on Lustre, or not mirrored) is refused."""
     try:
         text = os.getxattr(path, emulated.xattr_name())
     except OSError as err:

@@ -21,7 +21,16 @@ from iez.commands.db import add_db_option, db_errors, settings_from
 from iez.db import open_db
 from iez.predict.aipa import SELECTIONS, Prediction, predict
 from iez.predict.arima import MAX_ORDER, Fitter
-from iez.predict.learn import DEFAULT_MISS_RATE, RETRACE_ENV, flag, load_trace, record_learning, run_app, status
+from iez.predict.learn import (
+    DEFAULT_MISS_RATE,
+    RETRACE_ENV,
+    flag,
+    load_trace,
+    post_learning,
+    record_learning,
+    run_app,
+    status,
+)
 
 
 def register(subparsers) -> None:
@@ -60,6 +69,10 @@ def register(subparsers) -> None:
     p.add_argument("--retrace", action="store_true", help="flag APP so that its next iez run is traced")
     p.add_argument("--allocate", metavar="POLICY", help="also allocate the stored requests now with POLICY "
                    "(e.g. iez), without waiting for the MDS")
+    p.add_argument("--api", metavar="URL", help="store the requests through the REST API at URL, as the user the "
+                   "environment authenticates (MUNGE or a token, as iez map fetch), instead of in the DB: how a "
+                   "compute node learns a job at its end (the SPANK plugin); --allocate then asks the API to "
+                   "allocate them")
     p.add_argument("--keep-old", action="store_true", help="keep APP's earlier predicted requests that this "
                    "prediction does not name")
     _add_model_options(p)
@@ -204,7 +217,8 @@ def _print_prediction(prediction: Prediction) -> None:
 
 
 def _learn_darshan_dir(args: argparse.Namespace, settings) -> int:
-    from iez.predict.darshan_dir import STATE_FILE, one_pass, open_state
+    from iez.db.darshan_state import open_state
+    from iez.predict.darshan_dir import STATE_FILE, one_pass
 
     if args.app or args.trace or args.status or args.retrace:
         raise ValueError("--darshan-dir takes no APP, --trace, --status or --retrace")
@@ -262,14 +276,22 @@ def _learn(args: argparse.Namespace) -> int:
         return 0
     if not args.trace:
         raise ValueError("give --trace DIR_OR_LOG (the traces of APP's runs), or --status")
-    open_db(settings)  # the DB must exist at the current schema before minutes of fitting
+    if args.api:
+        from iez.api.client import base_url
+
+        base_url(args.api)  # a bad URL is refused before minutes of fitting
+    else:
+        open_db(settings)  # the DB must exist at the current schema before minutes of fitting
     prediction = _run_prediction(args, load_trace(args.trace, args.trace_app or args.app))
-    stored = record_learning(settings, args.app, prediction, args.allocate, replace=not args.keep_old)
+    if args.api:
+        stored = post_learning(args.api, args.app, prediction, args.allocate)
+    else:
+        stored = record_learning(settings, args.app, prediction, args.allocate, replace=not args.keep_old)
     if args.json:
         print(json.dumps({**prediction.to_dict(), "stored": stored}))
     else:
         _print_prediction(prediction)
-        print(f"stored {stored['stored']} predicted requests for {args.app!r} in {stored['db']}"
+        print(f"stored {stored['stored']} predicted requests for {args.app!r} in {stored.get('db') or stored['api']}"
               + (f", removed {stored['removed']} older ones" if stored["removed"] else "")
               + (f", allocated {stored['allocated']}" if "allocated" in stored else ""))
     return 0

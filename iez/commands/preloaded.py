@@ -24,11 +24,11 @@ def rerun_preloaded(argv: list[str], share: float, emulate: str | None = None) -
         os.environ.setdefault("IEZ_EMULATE", emulate)
     if not os.environ.get("IEZ_EMULATE") or os.environ.get(MARK):
         return
-    from iez.demo.pipeline import StepFailed, find_library
+    from iez.runtime import LibraryNotFound, find_library
 
     try:
         lib = str(find_library())
-    except StepFailed as err:
+    except LibraryNotFound as err:
         raise OSError(f"IEZ_EMULATE={os.environ['IEZ_EMULATE']} is an emulated cluster but the placement library "
                       f"is not available: {err}") from None
     env = dict(os.environ, IEZ_MODE="off", **{MARK: "1"})

@@ -43,26 +43,46 @@ def register(subparsers) -> None:
     p.set_defaults(handler=_run)
 
 
-def mds_qos(path: Path) -> dict | None:
-    """The qos settings a running MDS last read (None when it has not, or there is no status file)."""
+def mds_status(path: Path) -> dict:
+    """The running MDS's status file, read once per view; {} without one (or while it is being replaced)."""
     try:
         status = json.loads(path.read_text())
     except (OSError, ValueError):
-        return None
-    lustre = status.get("lustre") if isinstance(status, dict) else None
+        return {}
+    return status if isinstance(status, dict) else {}
+
+
+def mds_qos(status: dict) -> dict | None:
+    """The qos settings a running MDS last read (None when it has not, or there is no status file)."""
+    lustre = status.get("lustre")
     qos = lustre.get("qos") if isinstance(lustre, dict) else None
     return dict(qos) if qos else None
 
 
-def mds_jobs(path: Path) -> dict | None:
+def mds_jobs(status: dict) -> dict | None:
     """The jobs driving each OST and OSS, as the running MDS last wrote them (its ``job_stats`` view,
     :mod:`iez.mds.jobs`); None without a status file or when the MDS keeps none."""
-    try:
-        status = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    jobs = status.get("jobs") if isinstance(status, dict) else None
+    jobs = status.get("jobs")
     return jobs if isinstance(jobs, dict) else None
+
+
+def mds_gate(status: dict) -> dict | None:
+    """The running MDS's CPU/memory allocation gate (``state`` open, deferring or forced; ``deferring_s``,
+    ``defer_max_s``, ``reason``), as it last wrote it; None without a status file."""
+    gate = status.get("gate")
+    return gate if isinstance(gate, dict) else None
+
+
+def gate_text(gate: dict | None) -> str:
+    """'' while allocation runs freely; else one line saying allocation is held back (or forced) and why."""
+    if not gate or gate.get("state") in (None, "open"):
+        return ""
+    waited = gate.get("deferring_s") or 0
+    if gate["state"] == "forced":
+        return (f"allocation gate: node over its limit for {waited:.0f} s ({gate.get('reason')}); allocating anyway "
+                f"after {gate.get('defer_max_s', 0):g} s (--defer-max)")
+    return (f"allocation gate: DEFERRING for {waited:.0f} s of at most {gate.get('defer_max_s', 0):g} s "
+            f"(--defer-max): {gate.get('reason')}")
 
 
 def attach_jobs(view: dict, jobs: dict | None) -> None:
@@ -112,8 +132,10 @@ def _run(args: argparse.Namespace) -> int:
 
     def snapshot() -> dict:
         view = read(engine, lambda conn: live_view(conn, utcnow(), settings.oss_stale_s, args.stale_intervals))
-        view["qos"] = mds_qos(status_file)
-        attach_jobs(view, mds_jobs(status_file))
+        status = mds_status(status_file)
+        view["qos"] = mds_qos(status)
+        view["allocation_gate"] = mds_gate(status)
+        attach_jobs(view, mds_jobs(status))
         view["movements"] = movements_in_flight(Path(settings.state_dir))
         view["mds"] = active_mds(engine)
         view["balance"] = read_balance(balance_file)
@@ -170,9 +192,8 @@ def render(view: dict) -> list:
         return [Text("no OSS has reported yet (start the agents and iez mds, or POST /v1/stats)")]
     stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(view.get("time") or time.time()))
     oss = Table(title=f"OSS ({stamp})", title_justify="left")
-    for name, justify in (("OSS", "left"), ("fresh", "left"), ("age", "right"), ("interval", "right"),
-                          ("OSTs", "right"), ("CPU", "right"), ("mem", "right")):
-        oss.add_column(name, justify=justify)
+    for name in ("OSS", "fresh", "age", "interval", "OSTs", "CPU", "mem"):
+        oss.add_column(name, justify="left" if name in ("OSS", "fresh") else "right")
     for o in view["oss"]:
         interval = f"{o['interval_s']:.0f}s" if o.get("interval_s") else "-"
         oss.add_row(o["id"], Text("yes", "green") if o["fresh"] else Text("NO", "bold red"), f"{o['age_s']:.1f}s",
@@ -188,7 +209,10 @@ def render(view: dict) -> list:
                      Text(o["state"], style), f"{o['kbytes_total'] / gib:.1f}", f"{o['kbytes_avail'] / gib:.1f}",
                      f"{o['reserved_kbytes'] / gib:.2f}", Text(f"{o['fill']:.1%}", "red" if o["fill"] >= 0.9 else ""),
                      f"{o['load_mib_s']:.1f}", " ".join(o["pools"]) or "-")
-    out = [oss, osts]
+    out: list[Table | Text] = [oss, osts]
+    jobs = jobs_text(view)
+    if jobs:
+        out.append(Text(jobs))
     if view.get("movements"):
         out.append(Text(movements_text(view["movements"])))
     if view.get("balance"):
@@ -197,6 +221,8 @@ def render(view: dict) -> list:
         out.append(Text("MDS qos settings: " + ", ".join(f"{k} {v}" for k, v in view["qos"].items())))
     if view.get("mds"):
         out.append(Text(active_mds_text(view["mds"])))
+    if gate_text(view.get("allocation_gate")):
+        out.append(Text(gate_text(view.get("allocation_gate")), "bold yellow"))
     return out
 
 
@@ -227,6 +253,10 @@ def _print_table(view: dict, out) -> None:
         print(f"{ost['index']:>5} {ost['oss']:<12} {ost['state']:<9} {ost['kbytes_total'] / gib:>9.1f} "
               f"{ost['kbytes_avail'] / gib:>10.1f} {ost['reserved_kbytes'] / gib:>9.2f} {ost['fill']:>6.1%} "
               f"{ost['load_mib_s']:>8.1f}  {' '.join(ost['pools']) or '-'}", file=out)
+    jobs = jobs_text(view)
+    if jobs:
+        print(file=out)
+        print(jobs, file=out)
     if view.get("movements"):
         print(file=out)
         print(movements_text(view["movements"]), file=out)
@@ -237,6 +267,29 @@ def _print_table(view: dict, out) -> None:
     if qos:
         print(file=out)
         print("MDS qos settings: " + ", ".join(f"{key} {value}" for key, value in qos.items()), file=out)
+    if gate_text(view.get("allocation_gate")):
+        print(file=out)
+        print(gate_text(view.get("allocation_gate")), file=out)
+
+
+#: Jobs named per OST in the text view (the JSON has the MDS's top 5).
+TEXT_JOBS = 3
+
+
+def jobs_text(view: dict) -> str:
+    """Which jobs drive each OST that has any (Lustre's job_stats, as the MDS ranks them), busiest OST first:
+    ``OST 3 (412.0 MiB/s): 81234 300.1 MiB/s (5120.0 MiB in all), ...``; '' when no job is known."""
+    mib = 1 << 20
+    rows = sorted(((o["load_mib_s"], o["index"], o["jobs"]) for o in view["osts"] if o.get("jobs")), reverse=True)
+    if not rows:
+        return ""
+    lines = ["Jobs driving each OST (job_stats, bytes/s read + written):"]
+    for load, index, jobs in rows:
+        named = ", ".join(f"{j['job_id']} {j['bytes_s'] / mib:.1f} MiB/s "
+                          f"({(j['read_bytes'] + j['write_bytes']) / mib:.1f} MiB in all)" for j in jobs[:TEXT_JOBS])
+        more = f" (+{len(jobs) - TEXT_JOBS} more)" if len(jobs) > TEXT_JOBS else ""
+        lines.append(f"  OST {index} ({load:.1f} MiB/s): {named}{more}")
+    return "\n".join(lines)
 
 
 def movements_text(moves: list[dict]) -> str:

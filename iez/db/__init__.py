@@ -4,7 +4,15 @@
 - :mod:`iez.db.engine`: engines, the single-writer rule, retried reads; opening never creates;
 - :mod:`iez.db.schema`: Alembic upgrades (the one place a database is created) and the
   out-of-date check services run at start;
-- :mod:`iez.db.stats`, :mod:`iez.db.requests`, :mod:`iez.db.allocations`: what the API and CLI do with them.
+- :mod:`iez.db.stats`, :mod:`iez.db.requests`, :mod:`iez.db.allocations`: what the API and CLI do with them;
+- :mod:`iez.db.lookup`, :mod:`iez.db.owners`, :mod:`iez.db.maps`: a path's live layout, for the library, the API
+  and the layout maps;
+- :mod:`iez.db.ingest`, :mod:`iez.db.clock`, :mod:`iez.db.galera`, :mod:`iez.db.health`: the MDS's batched
+  writes, the lease's clock and causal read, ``/healthz``'s probes;
+- :mod:`iez.db.stager_state`, :mod:`iez.db.darshan_state`: the local SQLite state of the stager and of the
+  Darshan importer.
+
+Every SQL statement is written in this package (``tests/test_sql_in_db_layer.py``).
 
 ``open_db(settings)`` gives the engine a command or service uses after checking its schema.
 """

@@ -7,8 +7,8 @@ same path retires the old one. An allocation with a pool or components (PFL)
 also stores its layout text (version 2, :mod:`iez.layout.emulated`), which the
 placement library applies instead of the plain columns, and the directory
 default its request was learnt under (``default_layout``), which the library
-checks before applying. Lookups are the placement library's hot path
-and use lean Core statements, not ORM objects.
+checks before applying. Lookups send the same statements as the API's reader
+(:func:`iez.db.lookup.one_statement`), not ORM objects.
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Sequence
 
-from sqlalchemy import Connection, Engine, bindparam, exists, func, insert, select
+from sqlalchemy import Connection, Engine, exists, func, insert, select
 from sqlalchemy.orm import Session
 
-from iez.allocate.stripe import MAX_STRIPE_SIZE
-from iez.db.engine import write_transaction
+from iez.lustre_limits import MAX_STRIPE_COUNT, MAX_STRIPE_SIZE, STRIPE_ALIGNMENT
+from iez.db.engine import is_sqlite, write_transaction
 from iez.db.models import (
     MAX_PATH_BYTES,
     PLANNED,
@@ -31,18 +31,15 @@ from iez.db.models import (
     Reservation,
     WriteRequestRow,
     osts_text,
-    parse_osts,
     utcnow,
 )
-from iez.db.lookup import policy_fields
+from iez.db.lookup import layout, many_statement, newest_per_path, one_statement
 from iez.db.requests import chunks, retire
 from iez.layout.emulated import format_attr
 from iez.layout.model import Layout
 from iez.model import Allocation, component_stripe_bytes, raid0_bytes
 
 MANUAL = "manual"
-MAX_STRIPE_COUNT = 2000
-STRIPE_ALIGNMENT = 65536
 
 
 def check_layout(path: str, stripe_size: int, osts: Sequence[int]) -> None:
@@ -215,40 +212,16 @@ def _object_sizes(write_bytes: int, allocation: Allocation) -> list[tuple[int, i
     return out
 
 
-_LOOKUP_COLUMNS = (AllocationRow.path, AllocationRow.stripe_size, AllocationRow.stripe_count, AllocationRow.osts,
-                   AllocationRow.pool, AllocationRow.layout, AllocationRow.note)
-_LOOKUP_ONE = (
-    select(*_LOOKUP_COLUMNS)
-    .where(AllocationRow.path == bindparam("path"), AllocationRow.state != STALE)
-    .order_by(AllocationRow.id.desc())
-    .limit(1)
-)
-
-
-def as_json(row) -> dict:
-    out = {"file": row[0], "stripe_size": row[1], "stripe_count": row[2], "osts": parse_osts(row[3])}
-    if row[4] or row[5]:
-        out.update(policy_fields(row[0], row[4], row[5]))
-    if len(row) > 6 and row[6]:
-        out["note"] = row[6]  # what the policy gave up for the file (a degraded OST)
-    return out
-
-
 def lookup(conn: Connection, path: str) -> dict | None:
     """The live layout of ``path`` as ``{"file", "stripe_size", "stripe_count", "osts"}`` (and ``pool``,
     ``components`` when it has them), or None."""
-    row = conn.execute(_LOOKUP_ONE, {"path": path}).first()
-    return as_json(row) if row is not None else None
+    row = conn.exec_driver_sql(one_statement(is_sqlite(conn)), (path,)).first()
+    return layout(row) if row is not None else None
 
 
 def lookup_many(conn: Connection, paths: Sequence[str]) -> dict[str, dict]:
     """Live layouts of the paths that have one, by path."""
-    found: dict[str, tuple[int, tuple]] = {}
+    lite, rows = is_sqlite(conn), []
     for part in chunks(sorted(set(paths))):
-        rows = conn.execute(
-            select(AllocationRow.id, *_LOOKUP_COLUMNS).where(AllocationRow.path.in_(part), AllocationRow.state != STALE)
-        )
-        for row in rows:
-            if row[1] not in found or found[row[1]][0] < row[0]:
-                found[row[1]] = (row[0], tuple(row[1:]))
-    return {path: as_json(row) for path, (_, row) in found.items()}
+        rows += conn.exec_driver_sql(many_statement(lite, len(part)), tuple(part)).fetchall()
+    return {path: layout(row[1:]) for path, row in newest_per_path(rows).items()}

@@ -81,6 +81,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.pool import NullPool
 
 from iez.config import describe
+from iez.errors import StorageUnavailable
 
 T = TypeVar("T")
 
@@ -94,7 +95,7 @@ _engines_lock = threading.Lock()
 ER_BAD_DB_ERROR = 1049
 
 
-class DatabaseUnavailable(OSError):
+class DatabaseUnavailable(StorageUnavailable, OSError):
     """The interaction DB cannot be reached; the message says which one and why."""
 
 

@@ -16,7 +16,7 @@ from the row's layout text; a plain layout answers the four plain fields only.
 from __future__ import annotations
 
 import threading
-from typing import Callable, Sequence, TypeVar
+from typing import Callable, Iterable, Sequence, TypeVar
 
 from sqlalchemy import Engine
 
@@ -30,10 +30,35 @@ from iez.trace.policy import composite
 T = TypeVar("T")
 CHUNK = 500
 
-_ONE = ("SELECT path, stripe_size, stripe_count, osts, pool, layout, note FROM allocations "
-        "WHERE path = {p} AND state <> 'stale' ORDER BY id DESC LIMIT 1")
-_MANY = ("SELECT id, path, stripe_size, stripe_count, osts, pool, layout, note FROM allocations{hint} "
-         "WHERE path IN ({ps}) AND state <> 'stale'")
+_COLUMNS = "a.path, a.stripe_size, a.stripe_count, a.osts, a.pool, a.layout, a.note"
+_LIVE = "a.state <> 'stale'"
+
+
+def one_statement(sqlite: bool, extra: str = "", joins: str = "") -> str:
+    """The live allocation of one path (the newest non-stale row), as driver-level text for SQLite or MariaDB;
+    ``extra`` columns (e.g. ``", p.owner"``) from the ``joins`` after the seven :func:`layout` reads."""
+    mark = "?" if sqlite else "%s"
+    return f"SELECT {_COLUMNS}{extra} FROM allocations a{joins} WHERE a.path = {mark} AND {_LIVE} " \
+           "ORDER BY a.id DESC LIMIT 1"
+
+
+def many_statement(sqlite: bool, count: int, extra: str = "", joins: str = "") -> str:
+    """The non-stale allocations (``id`` first) of ``count`` paths: :func:`newest_per_path` picks each path's live
+    one. MariaDB estimates long IN lists from index statistics and, on a prefix index, may choose a full scan
+    (100 ms for 500 paths out of 100,000); the index is always right here."""
+    hint = "" if sqlite else " FORCE INDEX (ix_allocations_path)"
+    marks = ",".join(["?" if sqlite else "%s"] * count)
+    return f"SELECT a.id, {_COLUMNS}{extra} FROM allocations a{hint}{joins} WHERE a.path IN ({marks}) AND {_LIVE}"
+
+
+def newest_per_path(rows: Iterable[Sequence]) -> dict[str, Sequence]:
+    """The live allocation of each path among non-stale ``(id, path, ...)`` rows: the newest (highest id), as
+    ``ORDER BY id DESC LIMIT 1`` picks it for one path. Every batch lookup and the layout maps reduce with this."""
+    best: dict[str, Sequence] = {}
+    for row in rows:
+        if row[1] not in best or best[row[1]][0] < row[0]:
+            best[row[1]] = row
+    return best
 
 
 def policy_fields(path: str, pool: str | None, layout_text: str | None) -> dict:
@@ -69,11 +94,7 @@ class LayoutReader:
         self._dialect = engine.dialect
         self._url = engine.url
         self._sqlite = self.sqlite = engine.dialect.name == "sqlite"
-        self._mark = "?" if self._sqlite else "%s"
-        self._one = _ONE.format(p=self._mark)
-        # MariaDB estimates long IN lists from index statistics and, on a prefix index,
-        # may choose a full scan (100 ms for 500 paths out of 100,000); the index is always right here.
-        self._many = _MANY.replace("{hint}", "" if self._sqlite else " FORCE INDEX (ix_allocations_path)")
+        self._one = one_statement(self._sqlite)
         self._local = threading.local()
 
     def _connect(self):
@@ -129,14 +150,12 @@ class LayoutReader:
         unique = list(dict.fromkeys(paths))
 
         def query(cursor):
-            best: dict[str, tuple] = {}
+            rows = []
             for start in range(0, len(unique), CHUNK):
                 part = unique[start : start + CHUNK]
-                cursor.execute(self._many.format(ps=",".join([self._mark] * len(part))), part)
-                for row in cursor.fetchall():
-                    if row[1] not in best or best[row[1]][0] < row[0]:
-                        best[row[1]] = row
+                cursor.execute(many_statement(self._sqlite, len(part)), part)
+                rows += cursor.fetchall()
             cursor.close()
-            return {path: layout(row[1:]) for path, row in best.items()}
+            return {path: layout(row[1:]) for path, row in newest_per_path(rows).items()}
 
         return self._run(query)

@@ -16,14 +16,11 @@ from typing import Sequence
 
 from sqlalchemy import Connection, Engine, select
 
-from iez.db.lookup import CHUNK, LayoutReader, layout
+from iez.db.lookup import CHUNK, LayoutReader, layout, many_statement, newest_per_path, one_statement
 from iez.db.models import Application
 
-_COLUMNS = "a.path, a.stripe_size, a.stripe_count, a.osts, a.pool, a.layout, a.note, p.owner"
-_FROM = ("FROM allocations a{hint} LEFT JOIN write_requests r ON r.id = a.request_id "
-         "LEFT JOIN applications p ON p.id = r.app_id")
-_ONE = f"SELECT {_COLUMNS} {_FROM} WHERE a.path = {{p}} AND a.state <> 'stale' ORDER BY a.id DESC LIMIT 1"
-_MANY = f"SELECT a.id, {_COLUMNS} {_FROM} WHERE a.path IN ({{ps}}) AND a.state <> 'stale'"
+_OWNER = ", p.owner"
+_JOINS = " LEFT JOIN write_requests r ON r.id = a.request_id LEFT JOIN applications p ON p.id = r.app_id"
 
 
 def login_user() -> str:
@@ -47,9 +44,7 @@ class OwnedLayoutReader(LayoutReader):
 
     def __init__(self, engine: Engine):
         super().__init__(engine)
-        hint = "" if self._sqlite else " FORCE INDEX (ix_allocations_path)"
-        self._one_owned = _ONE.format(hint="", p=self._mark)
-        self._many_owned = _MANY.replace("{hint}", hint)
+        self._one_owned = one_statement(self._sqlite, _OWNER, _JOINS)
 
     def owned_one(self, path: str, owner: str) -> dict | None:
         """The live layout of ``path`` when ``owner`` owns it, else None (as for a path without one)."""
@@ -67,14 +62,12 @@ class OwnedLayoutReader(LayoutReader):
         unique = list(dict.fromkeys(paths))
 
         def query(cursor):
-            best: dict[str, tuple] = {}
+            rows = []
             for start in range(0, len(unique), CHUNK):
                 part = unique[start : start + CHUNK]
-                cursor.execute(self._many_owned.replace("{ps}", ",".join([self._mark] * len(part))), part)
-                for row in cursor.fetchall():
-                    if row[1] not in best or best[row[1]][0] < row[0]:
-                        best[row[1]] = row
+                cursor.execute(many_statement(self._sqlite, len(part), _OWNER, _JOINS), part)
+                rows += cursor.fetchall()
             cursor.close()
-            return {path: layout(row[1:8]) for path, row in best.items() if row[8] == owner}
+            return {path: layout(row[1:8]) for path, row in newest_per_path(rows).items() if row[8] == owner}
 
         return self._run(query)

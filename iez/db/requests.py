@@ -26,6 +26,7 @@ from iez.db.models import (
     path_hash,
     utcnow,
 )
+from iez import errors
 from iez.db.lookup import policy_fields
 from iez.layout.model import components_text, request_policy
 from iez.model import Component
@@ -60,7 +61,7 @@ def policy_json(pool: str | None, components_column: str | None) -> dict:
     return {"pool": pool, "components": json.loads(components_column) if components_column else None}
 
 
-class NotFound(LookupError):
+class NotFound(errors.NotFound):
     """A named thing is not in the database; the message says which."""
 
 

@@ -21,12 +21,14 @@ from sqlalchemy.exc import OperationalError
 from iez.config import describe
 from iez.db.engine import DatabaseUnavailable, migration_transaction, unavailable
 from iez.db.engine import upgrade_command as url_upgrade_command
+from iez.errors import StorageUnavailable
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 
 
-class SchemaOutOfDate(RuntimeError):
-    """The database's schema is not the one this iez needs; the message names the fixing command."""
+class SchemaOutOfDate(StorageUnavailable, RuntimeError):
+    """The database's schema is not the one this iez needs; the message names the fixing command. Unavailable
+    rather than misconfigured: a service started before ``iez db upgrade`` ends exits 75 and systemd retries it."""
 
 
 def alembic_config() -> Config:

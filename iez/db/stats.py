@@ -254,10 +254,23 @@ def oss_rows(conn: Connection, now: datetime, stale_s: "float | StaleRule") -> l
             "sample_time": oss.sample_time.isoformat() + "Z",
             "received": oss.received.isoformat() + "Z",
             "stale": _is_stale(now, oss.received, oss.interval_s, stale_s),
+            "age_s": round(max(0.0, _epoch_s(now) - _epoch_s(oss.received)), 1),
             "osts": counts.get(oss.oss_id, 0),
         }
         for oss in conn.execute(select(OssRow).order_by(OssRow.oss_id)).all()
     ]
+
+
+def stale_reasons(conn: Connection, now: datetime, rule: StaleRule) -> list[str]:
+    """One line per stale OSS (:meth:`iez.freshness.StaleRule.describe`): 'OSS oss1: no report for 42 s (stale
+    after 9 s)', for refusals that must name staleness as their cause."""
+    rows = conn.execute(select(OssRow.oss_id, OssRow.received, OssRow.interval_s).order_by(OssRow.oss_id)).all()
+    out = []
+    for oss_id, received, interval in rows:
+        age = max(0.0, _epoch_s(now) - _epoch_s(received))
+        if not rule.fresh(age, interval):
+            out.append(rule.describe(oss_id, age, interval))
+    return out
 
 
 def stale_oss_count(conn: Connection, now: datetime, stale_s: "float | StaleRule") -> int:

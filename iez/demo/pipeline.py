@@ -38,6 +38,7 @@ from iez.demo.writers import Writer, measure
 from iez.layout.usage import usage
 from iez.model import ClusterState, WriteRequest, io_time, oss_loads, oss_usable_bandwidth, raid0_bytes
 from iez.traffic import WINDOW_REPORTS
+from iez.errors import IezError
 
 #: In the measured runs each byte written stands for this many (IEZ_EMULATE_SCALE): 6.4 GB of logical
 #: output costs 200 MB of real writes, and the emulated cluster still serves the full sizes.
@@ -47,7 +48,7 @@ POLICIES = ("iez", "rr", "qos")
 INTERVAL_S = 2
 
 
-class StepFailed(RuntimeError):
+class StepFailed(IezError, RuntimeError):
     pass
 
 
@@ -75,22 +76,14 @@ class PolicyRun:
 
 
 def find_library(build: bool = True) -> Path:
-    """libiez.so: $IEZ_PRELOAD_LIB, else placement_lib/ in the working directory or beside the package (built if needed)."""
-    given = os.environ.get("IEZ_PRELOAD_LIB")
-    if given:
-        if not Path(given).is_file():
-            raise StepFailed(f"IEZ_PRELOAD_LIB={given} does not exist")
-        return Path(given)
-    for src in (Path.cwd() / "placement_lib", Path(__file__).resolve().parents[2] / "placement_lib"):
-        if (src / "Makefile").is_file():
-            lib = src / "build" / "libiez.so"
-            if build:
-                done = subprocess.run(["make", "-s", "-C", str(src)], capture_output=True, text=True)
-                if done.returncode != 0:
-                    raise StepFailed(f"make -C {src} failed: {done.stderr.strip()[-300:]}")
-            if lib.is_file():
-                return lib
-    raise StepFailed("placement_lib/ not found: run iez demo from the iez source tree or set IEZ_PRELOAD_LIB")
+    """libiez.so (:func:`iez.runtime.find_library`), as a failed demo step when there is none."""
+    from iez.runtime import LibraryNotFound
+    from iez.runtime import find_library as find
+
+    try:
+        return find(build=build)
+    except LibraryNotFound as err:
+        raise StepFailed(str(err)) from None
 
 
 class Demo:
@@ -207,7 +200,10 @@ class Demo:
     def _env(self, job, mode: str, tag: str) -> dict[str, str]:
         env = {"LD_PRELOAD": str(self.lib), "IEZ_MODE": mode, "IEZ_DB": self.db, "IEZ_INCLUDE": str(self.data),
                "IEZ_APP": job.app, "IEZ_RUN_ID": tag, "IEZ_STATE_DIR": str(self.work / "state"),
-               "IEZ_DEFAULT_STRIPE_COUNT": str(job.stripe_count)}
+               "IEZ_DEFAULT_STRIPE_COUNT": str(job.stripe_count),
+               # the demo compares placements, so a create waits up to 1 s for its layout (default 100 ms): 16
+               # writers starting at once on a crowded 2-core node missed lookups at 100 ms and ran unplaced
+               "IEZ_TIMEOUT_MS": "1000"}
         env["IEZ_TRACE_DIR"] = str(self.work / ("traces" if mode == "trace" else "counts") / job.app / tag)
         return env
 
@@ -284,7 +280,9 @@ class Demo:
         """The view the MDS placed with (free space, bandwidths, the loads it learnt), and Lustre's allocators'
         layouts for the same files on it, pinned for their runs (they never see the file's size or the load)."""
         with write_session(self.engine) as session:
-            view = usable_cluster(session, utcnow(), stale_s=30, with_load=True)
+            from iez.freshness import StaleRule  # the MDS's rule: the view it placed with
+
+            view = usable_cluster(session, utcnow(), stale_s=StaleRule(), with_load=True)
         bandwidth = {o["index"]: o["bandwidth_mib_s"] * (1 << 20)
                      for oss in self.scenario.description["oss"] for o in oss["osts"]}
         oss_bw = {oss["id"]: oss["bandwidth_mib_s"] * (1 << 20) for oss in self.scenario.description["oss"]}

@@ -468,7 +468,7 @@ class Emulator:
         table = self._table_counters()
         now = time.time()
         first = self.last_time is None  # every file is written the first time
-        elapsed = 0.0 if first else max(0.0, now - self.last_time)
+        elapsed = 0.0 if self.last_time is None else max(0.0, now - self.last_time)
         self.last_time = now
         loads = self._loads() if elapsed else {}
         for ost in self.layout.osts:

@@ -18,6 +18,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from iez.errors import InputError
+
 #: Lustre's record types (``enum changelog_rec_type``): number and name as ``lfs changelog`` prints them.
 TYPES = {0: "MARK", 1: "CREAT", 2: "MKDIR", 3: "HLINK", 4: "SLINK", 5: "MKNOD", 6: "UNLNK", 7: "RMDIR",
          8: "RENME", 9: "RNMTO", 10: "OPEN", 11: "CLOSE", 12: "LYOUT", 13: "TRUNC", 14: "SATTR", 15: "XATTR",
@@ -38,7 +40,7 @@ _RENAMES = frozenset(("RENME", "MIGRT"))
 _NAMED = frozenset(("CREAT", "MKDIR", "HLINK", "SLINK", "MKNOD", "UNLNK", "RMDIR", "RENME", "RNMTO"))
 
 
-class ChangelogError(ValueError):
+class ChangelogError(InputError):
     """A record that is not a Lustre changelog record; the message names its number or line."""
 
 
@@ -129,16 +131,38 @@ _MANY = re.compile("^" + _FAST.pattern + "$", re.M)
 def parse_many(lines: list[str], where: str = "changelog") -> list[Record]:
     """Many lines at once (one regular-expression scan of the block, for ingest rates); a line that is not in
     the canonical form is parsed alone, and a bad one raises as :func:`parse` does."""
+    return _block(lines, where, True)
+
+
+def parse_rows(lines: list[str], where: str = "changelog") -> list[tuple]:
+    """:func:`parse_many`, each record as the tuple of its fields in :class:`Record`'s order (``Record(*row)``):
+    what a parsing process sends back (a tuple pickles in C; a slotted dataclass through Python per record).
+    Each type name is one object (the pickle writes it once)."""
+    return _block(lines, where, False)
+
+
+_KINDS = {name: name for name in TYPES.values()}
+
+
+def _row(r: Record) -> tuple:
+    return (r.index, _KINDS.get(r.type, r.type), r.flags, r.target, r.time, r.parent, r.name, r.source,
+            r.source_parent, r.source_name, r.uid, r.gid, r.job)
+
+
+def _block(lines: list[str], where: str, records: bool) -> list:
     block = "".join(lines)
     found = _MANY.findall(block) if block.count("\n") == len(lines) else ()
     if len(found) != len(lines):
-        return [parse(line, where) for line in lines]
-    out = []
+        one = [parse(line, where) for line in lines]
+        return one if records else [_row(r) for r in one]
+    out: list = []
     append = out.append
+    kinds = _KINDS
     extras: dict[str, tuple | None] = {}  # the optional fields repeat (same user, job, nid): read once per text
     for (index, code, kind, stamp, flags, target, extra, parent, name), line in zip(found, lines):
         if TYPES.get(int(code)) != kind or (kind in _NAMED and not name) or (name and " s=[" in name):
-            append(parse(line, where))
+            rec = parse(line, where)
+            append(rec if records else _row(rec))
             continue
         uid = gid = job = None
         if extra:
@@ -149,10 +173,15 @@ def parse_many(lines: list[str], where: str = "changelog") -> list[Record]:
                     extras.pop(extra, None)
                     hit = _extra(extra)
             if hit is None:
-                return [parse(one, where) for one in lines]
+                one = [parse(line, where) for line in lines]
+                return one if records else [_row(r) for r in one]
             uid, gid, job = hit
-        append(Record(int(index), kind, int(flags, 16), target, stamp, parent or None, name or None, None, None,
-                      None, uid, gid, job))
+        if records:
+            append(Record(int(index), kind, int(flags, 16), target, stamp, parent or None, name or None, None,
+                          None, None, uid, gid, job))
+        else:
+            append((int(index), kinds[kind], int(flags, 16), target, stamp, parent or None, name or None, None,
+                    None, None, uid, gid, job))
     return out
 
 
@@ -251,3 +280,25 @@ def record_index(line: str) -> int | None:
     """The record number a line starts with (cheap: for seeking in a log), None if it has none."""
     head, _, _ = line.partition(" ")
     return int(head) if head.isdigit() else None
+
+
+def serve(requests=None, replies=None) -> None:
+    """A parsing process's loop (``python -c "from iez.inventory.changelog import serve; serve()"``): pickled
+    ``(lines, where)`` from stdin, ``(True, rows)`` of :func:`parse_rows` or ``(False, error)`` to stdout, until
+    stdin ends."""
+    import pickle
+    import sys
+
+    requests = requests or sys.stdin.buffer
+    replies = replies or sys.stdout.buffer
+    while True:
+        try:
+            lines, where = pickle.load(requests)
+        except EOFError:
+            return
+        try:
+            reply: tuple = (True, parse_rows(lines, where))
+        except ChangelogError as err:
+            reply = (False, str(err))
+        pickle.dump(reply, replies, protocol=pickle.HIGHEST_PROTOCOL)
+        replies.flush()

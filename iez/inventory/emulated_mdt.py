@@ -64,8 +64,8 @@ class Inotify:
         if self.fd < 0:
             raise OSError(ctypes.get_errno(), "inotify_init1 failed")
 
-    def add(self, path: str) -> int:
-        wd = self.libc.inotify_add_watch(self.fd, os.fsencode(path), MASK)
+    def add(self, path: str, mask: int = MASK) -> int:
+        wd = self.libc.inotify_add_watch(self.fd, os.fsencode(path), mask)
         if wd < 0:
             err = ctypes.get_errno()
             raise OSError(err, f"inotify_add_watch {path}: {os.strerror(err)}")

@@ -276,7 +276,7 @@ def _settings():
 
 def _store_refused(roots: list[str], settings) -> str | None:
     """Why the inventory cannot answer for ``roots`` (None: it can)."""
-    if os.environ.get("IEZ_INVENTORY", "").strip().lower() in ("off", "0", "no", "walk"):
+    if not _settings().inventory:
         return "IEZ_INVENTORY=off"
     from sqlalchemy.exc import SQLAlchemyError
 

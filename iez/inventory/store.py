@@ -13,8 +13,12 @@ from __future__ import annotations
 
 import json
 import logging
+import queue
+import re
+import threading
 import time
 from contextlib import contextmanager
+from operator import itemgetter
 from typing import Callable, Iterable, Iterator, TypeVar
 
 from sqlalchemy import Connection, Engine, delete, func, select, update
@@ -32,6 +36,8 @@ from iez.db.engine import (
 )
 from iez.db.models import path_hash, utcnow
 from iez.inventory.tables import InvChangelog, InvDir, InvFile, InvObject, InvRoot
+
+Send = Callable[[str], None]
 
 #: Rows per statement: SQLite allows 32766 bound parameters, and a file row has 16.
 CHUNK = 1500
@@ -99,7 +105,7 @@ def _upsert(conn: Connection, table, rows: list[dict], columns: tuple[str, ...],
     if not rows:
         return
     changing = [c for c in columns if c not in keys]
-    values = [tuple(r[c] for c in columns) for r in rows]
+    values = list(map(itemgetter(*columns), rows)) if len(columns) > 1 else [(r[columns[0]],) for r in rows]
     if is_sqlite(conn):
         names = ", ".join(f'"{c}"' for c in columns)
         sql = (f"INSERT INTO {table.name} ({names}) VALUES ({', '.join('?' * len(columns))}) "
@@ -112,14 +118,45 @@ def _upsert(conn: Connection, table, rows: list[dict], columns: tuple[str, ...],
                  " ON DUPLICATE KEY UPDATE " + ", ".join(f"`{c}` = VALUES(`{c}`)" for c in changing), values)
 
 
-def _insert_text(conn: Connection, head: str, tail: str, values: list[tuple]) -> None:
+def _insert_text(conn: Connection, head: str, tail: str, values: list[tuple], send: Send | None = None) -> None:
     """MariaDB: multi-row INSERTs whose text we build ourselves, 2,000 rows a statement. mysqlclient's own
     ``executemany`` builds the same text but quotes every value through Python converters (``literal``:
-    measured 60 % of a 100,000-file ingest); here an int is ``str()`` and a string is escaped by the driver's C
-    ``string_literal``, on the connection's character set, so the statement is the same as the driver's."""
+    measured 60 % of a 100,000-file ingest). Here the literals are made a column at a time
+    (:func:`_column_literals`): a column of ints is ``str()`` of each, a column of strings with no character
+    SQL quotes (FIDs, most names) is wrapped in quotes, and anything else goes through the driver's C
+    ``string_literal`` on the connection's character set, so the statement is the same as the driver's."""
+    if not values:
+        return
     db = conn.connection.dbapi_connection
-    encoding = db.encoding
-    quote = db.string_literal
+    values = sorted(values, key=itemgetter(0, 1))  # in key order (keys lead every row): InnoDB fills its clustered index page by page
+    if send is not None:  # a Sender's thread runs them, in order, while the caller goes on
+        for part in _chunks(values, 2000):
+            columns = [_column_literals(db, column) for column in zip(*part)]
+            send(head + ",".join(["(" + ",".join(row) + ")" for row in zip(*columns)]) + tail)
+        return
+    cursor = db.cursor()
+    try:
+        for part in _chunks(values, 2000):
+            columns = [_column_literals(db, column) for column in zip(*part)]
+            text = ",".join(["(" + ",".join(row) + ")" for row in zip(*columns)])
+            cursor.execute(head + text + tail)  # no arguments: the driver does not %-format the text
+    finally:
+        cursor.close()
+
+
+#: Characters a plain quoted literal may not hold as they are (MariaDB's escapes, and non-ASCII, which the
+#: driver encodes on the connection's character set).
+_NEEDS_ESCAPE = re.compile(r"[^\x20-\x26\x28-\x5b\x5d-\x7e]")
+
+
+def _column_literals(db, column: tuple) -> list[str]:
+    """SQL literals for one column's values (see :func:`_insert_text`)."""
+    kinds = set(map(type, column))
+    if kinds == {int}:
+        return list(map(str, column))
+    if kinds == {str} and _NEEDS_ESCAPE.search("".join(column)) is None:
+        return ["'" + v + "'" for v in column]
+    encoding, quote = db.encoding, db.string_literal
 
     def lit(v) -> str:
         if v is None:
@@ -130,43 +167,89 @@ def _insert_text(conn: Connection, head: str, tail: str, values: list[tuple]) ->
             return str(int(v))  # int(): a bool or an int subclass prints as a number
         return db.literal(v).decode(encoding)
 
-    values = sorted(values, key=lambda row: row[:2])  # in key order (keys lead every row): InnoDB fills its clustered index page by page
-    cursor = db.cursor()
-    try:
-        for part in _chunks(values, 2000):
-            text = ",".join("(" + ",".join([lit(v) for v in row]) + ")" for row in part)
-            cursor.execute(head + text + tail)  # no arguments: the driver does not %-format the text
-    finally:
-        cursor.close()
+    return [lit(v) for v in column]
 
 
-def _delete_in(conn: Connection, table: str, column: str, keys: list) -> None:
+def _delete_in(conn: Connection, table: str, column: str, keys: list, send: Send | None = None) -> None:
+    if send is not None and keys:
+        db = conn.connection.dbapi_connection
+        for part in _chunks(keys, 2000):
+            send(f"DELETE FROM {table} WHERE {column} IN ({','.join(_column_literals(db, tuple(part)))})")
+        return
     mark = "?" if is_sqlite(conn) else "%s"
     for part in _chunks(keys, 900):
         conn.exec_driver_sql(f"DELETE FROM {table} WHERE {column} IN ({', '.join([mark] * len(part))})", tuple(part))
 
 
 def put_files(conn: Connection, rows: list[dict], objects: dict[str, list[tuple[int, int]]],
-              existing: set[str] | None = None) -> None:
+              existing: set[str] | None = None, unchanged: set[str] | frozenset[str] = frozenset(),
+              send: Send | None = None) -> None:
     """Write file rows (every column of :data:`FILE_COLUMNS`) and replace their stripe objects (``existing``:
-    the files that may have objects already, when the caller knows; the others have none to delete)."""
+    the files that may have objects already, when the caller knows; the others have none to delete). The
+    objects of the files in ``unchanged`` are left as they are: the caller knows their stored size and layout
+    are the row's, and the objects are a function of the two. ``send``: a MariaDB :class:`Sender`'s, which
+    runs the statements while the caller goes on (its ``close`` says whether they all ran)."""
     if not rows:
         return
     fids = [r["fid"] for r in rows]
-    _delete_in(conn, "inv_objects", "fid", fids if existing is None else [f for f in fids if f in existing])
-    _upsert(conn, InvFile.__table__, rows, FILE_COLUMNS, ("fid",))
+    if unchanged:
+        fids = [f for f in fids if f not in unchanged]
+    _delete_in(conn, "inv_objects", "fid", fids if existing is None else [f for f in fids if f in existing], send)
     objs = [(fid, seq, ost, nbytes) for fid in fids for seq, (ost, nbytes) in enumerate(objects.get(fid, ()))]
     if not is_sqlite(conn):
-        _insert_text(conn, "INSERT INTO inv_objects (fid, seq, ost, bytes) VALUES ", "", objs)
+        columns = FILE_COLUMNS
+        _insert_text(conn, f"INSERT INTO inv_files ({', '.join(f'`{c}`' for c in columns)}) VALUES ",
+                     " ON DUPLICATE KEY UPDATE " + ", ".join(f"`{c}` = VALUES(`{c}`)" for c in columns[1:]),
+                     list(map(itemgetter(*columns), rows)), send)
+        _insert_text(conn, "INSERT INTO inv_objects (fid, seq, ost, bytes) VALUES ", "", objs, send)
         return
+    _upsert(conn, InvFile.__table__, rows, FILE_COLUMNS, ("fid",))
     for part in _chunks(objs, 5000):
         conn.exec_driver_sql("INSERT INTO inv_objects (fid, seq, ost, bytes) VALUES (?, ?, ?, ?)", part)
 
 
-def delete_files(conn: Connection, fids: Iterable[str]) -> None:
+class Sender:
+    """MariaDB: statements run in order by one thread on the transaction's own connection, while the thread
+    that sends them builds the next (the server's work, about 40 % of an ingest, overlaps ours; the driver
+    releases the GIL while it waits). Nothing else may use the connection until :meth:`close`, which waits
+    for every statement and raises the first one's error (the rest are then not run); a failed statement
+    stops those after it, and :meth:`send` raises its error at once."""
+
+    def __init__(self, conn: Connection):
+        self.db = conn.connection.dbapi_connection
+        self.todo: queue.Queue = queue.Queue(maxsize=8)
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, name="iez-inventory-sql", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        cursor = self.db.cursor()
+        try:
+            while (sql := self.todo.get()) is not None:
+                if self.error is None:
+                    try:
+                        cursor.execute(sql)  # no arguments: the driver does not %-format the text
+                    except BaseException as err:
+                        self.error = err
+        finally:
+            cursor.close()
+
+    def send(self, sql: str) -> None:
+        if self.error is not None:
+            raise self.error
+        self.todo.put(sql)
+
+    def close(self) -> None:
+        self.todo.put(None)
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+
+
+def delete_files(conn: Connection, fids: Iterable[str], send: Send | None = None) -> None:
     fids = list(fids)
-    _delete_in(conn, "inv_objects", "fid", fids)
-    _delete_in(conn, "inv_files", "fid", fids)
+    _delete_in(conn, "inv_objects", "fid", fids, send)
+    _delete_in(conn, "inv_files", "fid", fids, send)
 
 
 def put_dirs(conn: Connection, rows: list[dict]) -> None:

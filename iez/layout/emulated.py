@@ -46,11 +46,12 @@ import re
 import warnings
 from pathlib import Path
 
+from iez import config
 from iez.config import Settings
 from iez.layout.model import Layout, lexical_abspath
 from iez.model import ALL_OSTS, EOF_END, Component, check_pool_name
 
-DEFAULT_XATTR = "user.iez.layout"
+DEFAULT_XATTR = config.DEFAULT_XATTR
 VERSION = 1
 VERSION_COMPOSITE = 2
 VERSION_MIRRORED = 3
@@ -69,9 +70,8 @@ class LayoutWarning(UserWarning):
 
 
 def xattr_name(env: dict[str, str] | None = None) -> str:
-    """The attribute name: ``IEZ_LAYOUT_XATTR``, else ``user.iez.layout``."""
-    env = os.environ if env is None else env
-    return env.get("IEZ_LAYOUT_XATTR") or DEFAULT_XATTR
+    """The attribute name: ``IEZ_LAYOUT_XATTR``, else ``user.iez.layout`` (:class:`iez.config.Settings`)."""
+    return Settings.from_env(env=env).layout_xattr
 
 
 def format_attr(layout: Layout) -> str:

@@ -66,6 +66,7 @@ import sys
 from typing import Sequence
 
 from iez.layout.model import Layout
+from iez.lustre_limits import MAX_POOL_NAME, MAX_STRIPE_COUNT
 from iez.model import ALL_OSTS, EOF_END, MAX_MIRRORS, Component, check_pool_name
 
 LL_SUPER_MAGIC = 0x0BD00BD0
@@ -76,8 +77,8 @@ LOV_USER_MAGIC_SPECIFIC = 0x0BD50BD0
 LOV_USER_MAGIC_COMP_V1 = 0x0BD60BD0
 LOV_USER_MAGIC_FOREIGN = 0x0BD70BD0
 LOV_USER_MAGIC_SEL = 0x0BD80BD0
-LOV_MAX_STRIPE_COUNT = 2000
-LOV_MAXPOOLNAME = 15
+LOV_MAX_STRIPE_COUNT = MAX_STRIPE_COUNT
+LOV_MAXPOOLNAME = MAX_POOL_NAME
 LUSTRE_EOF = (1 << 64) - 1
 LOV_ALL_STRIPES = 0xFFFF  # stripe count -1: every OST
 LOV_ALL_STRIPES_WIDE = 0xFFE0  # 0xFFE0..0xFFFE: overstriping "N stripes per OST"
@@ -241,7 +242,7 @@ def _parse_composite(buf: bytes, where: str, directory: bool) -> Layout:
         raise ValueError(f"{where}: erasure-coded Lustre layouts are not supported")
     if COMP_HEADER.size + count * COMP_ENTRY.size > size:
         raise ValueError(f"{where}: Lustre composite layout says {count} components but is only {size} bytes")
-    components = []
+    components: list[Component] = []
     copies: list[list[Component]] = []  # FLR: entries come mirror by mirror (the mirror id in lcme_id 30..16)
     prefer: int | None = None
     stale: set[int] = set()

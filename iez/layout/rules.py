@@ -22,11 +22,9 @@ from dataclasses import replace
 from typing import Any, Sequence
 
 from iez.layout.model import Layout, components_from_json, mirrored_from_json
+from iez.lustre_limits import MAX_STRIPE_COUNT, MAX_STRIPE_SIZE, STRIPE_ALIGNMENT
 from iez.model import ALL_OSTS, EOF_END, Component, check_pool_name
 
-ALIGNMENT = 65536
-MAX_STRIPE_SIZE = (1 << 32) - ALIGNMENT
-MAX_STRIPE_COUNT = 2000
 #: Keys the tools' layout JSON may carry besides ``components``.
 _PLAIN_KEYS = {"stripe_size", "stripe_count", "osts", "pool", "pattern", "overstriping"}
 
@@ -36,8 +34,8 @@ def _extent(c: Component) -> str:
 
 
 def check_stripe_size(size: int, where: str) -> None:
-    if size <= 0 or size % ALIGNMENT or size > MAX_STRIPE_SIZE:
-        raise ValueError(f"{where}: stripe size {size} must be a positive multiple of {ALIGNMENT} "
+    if size <= 0 or size % STRIPE_ALIGNMENT or size > MAX_STRIPE_SIZE:
+        raise ValueError(f"{where}: stripe size {size} must be a positive multiple of {STRIPE_ALIGNMENT} "
                          f"at most {MAX_STRIPE_SIZE} (Lustre keeps it in 32 bits)")
 
 
@@ -49,8 +47,8 @@ def check_lustre_components(components: Sequence[Component], where: str, templat
     for n, c in enumerate(components):
         at = f"{where}: component {n} {_extent(c)}"
         for name, value in (("start", c.start), ("end", c.end)):
-            if value != EOF_END and value % ALIGNMENT:
-                raise ValueError(f"{at}: {name} {value} is not a multiple of 64 KiB ({ALIGNMENT}), as Lustre "
+            if value != EOF_END and value % STRIPE_ALIGNMENT:
+                raise ValueError(f"{at}: {name} {value} is not a multiple of 64 KiB ({STRIPE_ALIGNMENT}), as Lustre "
                                  "requires of extents")
         if c.dom:
             if c.end == EOF_END:
@@ -108,7 +106,8 @@ def layout_components(data: Any, where: str, template: bool) -> tuple[Component,
     pool = data.get("pool")
     if pool is not None:
         check_pool_name(pool, where)
-    items = data.get("components") if isinstance(data.get("components"), list) else [data]
+    listed = data.get("components")
+    items = listed if isinstance(listed, list) else [data]
     if template and any(isinstance(item, dict) and "osts" in item for item in items):
         raise ValueError(f"{where}: a default layout names no OSTs (Lustre or iez chooses them per file)")
     try:

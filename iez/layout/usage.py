@@ -16,7 +16,9 @@ as ``skipped_files``.
 
 The OST pool is ``0..N-1`` with ``osts=N``, else the OSTs the layouts name.
 ``OSTCost = max / mean`` over the pool, OSTs holding nothing included (1.0 is
-perfect; None when the pool holds no bytes). With a capacity every OST gets
+perfect; None when the pool holds no bytes). A job smaller than the pool
+leaves OSTs empty by design, so ``ost_cost_used`` is the same ratio over the
+OSTs holding its bytes (the OSTs the job used): the figure to judge a job by. With a capacity every OST gets
 ``util = bytes / capacity``, the share of it the files below the directory
 occupy (not the OST's fill, which includes everything else on it); all OSTs
 having the same capacity, ``max util / mean util`` equals ``max bytes / mean
@@ -32,7 +34,7 @@ from typing import Iterator
 
 from iez.layout.model import Layout, lexical_abspath
 from iez.layout.read import LayoutReader
-from iez.model import component_stripe_bytes, raid0_bytes
+from iez.model import stripe_bytes
 
 
 @dataclass
@@ -62,17 +64,30 @@ class Usage:
         mean = self.mean_bytes
         return self.max_bytes / mean if mean > 0 else None
 
+    @property
+    def used(self) -> list[int]:
+        """The pool's OSTs that hold bytes of these files: the OSTs the job used."""
+        return [i for i in self.pool if self.bytes_per_ost.get(i, 0) > 0]
+
+    @property
+    def ost_cost_used(self) -> float | None:
+        """``max / mean`` over :attr:`used`: how evenly the job loaded the OSTs it used. A small job on 2 of 16
+        OSTs has a pool OSTCost of 8 however well it was placed; this one is 1.0 when its OSTs got equal bytes."""
+        used = [self.bytes_per_ost[i] for i in self.used]
+        return max(used) / (sum(used) / len(used)) if used else None
+
     def to_dict(self) -> dict:
         osts = []
         for index in self.pool:
-            row = {"index": index, "bytes": self.bytes_per_ost.get(index, 0)}
+            row: dict[str, int | float] = {"index": index, "bytes": self.bytes_per_ost.get(index, 0)}
             if self.ost_size:
                 row["util"] = row["bytes"] / self.ost_size
             osts.append(row)
         return {"dir": self.dir, "files": self.files, "placed_files": self.placed_files,
                 "unplaced_files": self.unplaced_files, "unplaced_bytes": self.unplaced_bytes,
                 "skipped_files": self.skipped_files, "mdt_bytes": self.mdt_bytes, "osts": osts,
-                "ost_cost": self.ost_cost, "mean_bytes": self.mean_bytes, "max_bytes": self.max_bytes}
+                "ost_cost": self.ost_cost, "mean_bytes": self.mean_bytes, "max_bytes": self.max_bytes,
+                "used_osts": len(self.used), "ost_cost_used": self.ost_cost_used}
 
 
 def regular_files(root: str, problems: list[str]) -> Iterator[tuple[str, os.stat_result]]:
@@ -109,15 +124,8 @@ def regular_files(root: str, problems: list[str]) -> Iterator[tuple[str, os.stat
 
 
 def ost_bytes(layout: Layout, file_bytes: int) -> list[tuple[int, int]]:
-    """``(OST, bytes)`` per stripe object of a ``file_bytes`` file (0 for a placed component not reached); a
-    mirrored file's every copy holds its bytes."""
-    if layout.mirrors:
-        return [pair for mirror in layout.mirrors for c in mirror if c.osts
-                for pair in zip(c.osts, component_stripe_bytes(c, file_bytes))]
-    if not layout.components:
-        return list(zip(layout.osts, raid0_bytes(file_bytes, layout.stripe_size, layout.stripe_count)))
-    return [pair for c in layout.components if c.osts
-            for pair in zip(c.osts, component_stripe_bytes(c, file_bytes))]
+    """``(OST, bytes)`` per stripe object of a ``file_bytes`` file: :func:`iez.model.stripe_bytes`."""
+    return stripe_bytes(layout, file_bytes)
 
 
 def usage(root: str, osts: int | None = None, ost_size: int | None = None,

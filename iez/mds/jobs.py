@@ -7,6 +7,14 @@ An agent publishes, per OST, its top jobs' cumulative ``read_bytes`` / ``write_b
 (the job's entry was dropped by Lustre's ``job_cleanup_interval`` and came back, the OST remounted) or
 an impossible step left out. A job an OST's report no longer lists is forgotten there.
 
+**A job's own traffic.** When the MDS places an application's next files, the load its own job drives is
+taken off each OST's live load (:meth:`JobTracker.rates_of`, :func:`own_job_ids`): a job writing
+checkpoint N must not steer checkpoint N+1 away from the OSTs it has just been given, as if another
+job were there. A job is the application's own when its Lustre job id is the application's name (iez's
+``<exe>.<user>``, the SPANK plugin's rule) or Lustre's default ``jobid_name`` for it, ``%e.%u``
+(``<exe>.<uid>``). Job ids set from the scheduler (``jobid_var=SLURM_JOB_ID``) name no application and are
+never discounted.
+
 Kept in memory only (the status file and the metrics show it; nothing is stored in the DB): the top
 :data:`TOP_PER_OST` jobs per OST and :data:`TOP_PER_OSS` per OSS (its OSTs' rates summed per job), so
 the job labels of the metrics have a bounded cardinality (at most ``TOP_PER_OST`` per OST).
@@ -71,6 +79,15 @@ class JobTracker:
         out.sort(key=lambda j: (-j["bytes_s"], -(j["read_bytes"] + j["write_bytes"]), j["job_id"]))
         return out
 
+    def rates_of(self, job_ids: set[str]) -> dict[int, float]:
+        """Read+write bytes/s the jobs named drive on each OST now (OSTs where they drive none left out)."""
+        out: dict[int, float] = {}
+        for index, per in self.samples.items():
+            rate = sum(_rate((t, r + w) for t, r, w in series) for job_id, series in per.items() if job_id in job_ids)
+            if rate > 0:
+                out[index] = rate
+        return out
+
     def top_per_ost(self, top: int = TOP_PER_OST) -> dict[int, list[dict]]:
         return {index: jobs[:top] for index in sorted(self.samples) if (jobs := self.rates(index))}
 
@@ -95,3 +112,18 @@ class JobTracker:
     def status(self) -> dict:
         """What the MDS's status file carries: ``{"osts": {index: [...]}, "oss": {oss_id: [...]}}``."""
         return {"osts": {str(i): jobs for i, jobs in self.top_per_ost().items()}, "oss": self.top_per_oss()}
+
+
+def own_job_ids(app: str) -> set[str]:
+    """The Lustre job ids an application's own processes carry (see the module text): ``app`` itself, and
+    ``<exe>.<uid>`` when ``app`` is ``<exe>.<user>`` of a user this node knows."""
+    import pwd
+
+    out = {app}
+    exe, dot, user = app.rpartition(".")
+    if dot and exe and user:
+        try:
+            out.add(f"{exe}.{pwd.getpwnam(user).pw_uid}")
+        except KeyError:
+            pass
+    return out

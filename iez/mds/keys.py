@@ -24,13 +24,15 @@ import zmq.auth
 from zmq.auth.thread import ThreadAuthenticator
 from zmq.utils import z85
 
+from iez.errors import ConfigError
+
 log = logging.getLogger("iez.mds")
 
 RELOAD_EVERY_S = 1.0
 LOG_REFUSAL_EVERY_S = 60.0
 
 
-class KeyFileError(ValueError):
+class KeyFileError(ConfigError):
     """A key directory the MDS cannot run with (one line naming the file)."""
 
 

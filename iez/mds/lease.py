@@ -61,12 +61,15 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Callable, Iterator
 
-from sqlalchemy import Connection, Engine, insert, select, text, update
+from sqlalchemy import Connection, Engine, insert, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
+from iez.db.clock import db_now
 from iez.db.engine import error_code, is_sqlite, read, unavailable
-from iez.db.models import MdsLeaseRow, utcnow
+from iez.db.galera import causal_read, is_galera
+from iez.db.models import MdsLeaseRow
+from iez.errors import StorageUnavailable
 
 log = logging.getLogger("iez.mds")
 
@@ -80,7 +83,7 @@ _RACE_CODES = (1213, 1205)
 _table = MdsLeaseRow.__table__
 
 
-class LeaseLost(RuntimeError):
+class LeaseLost(StorageUnavailable, RuntimeError):
     """This MDS's lease generation is no longer the current one (another MDS took the record over, or it was
     released): its allocation is refused, and it must stop."""
 
@@ -89,13 +92,6 @@ class LeaseLost(RuntimeError):
         now = (f"{holder.who()} holds generation {holder.generation}" if holder is not None and holder.held
                else f"no MDS holds it (generation {holder.generation})" if holder is not None else "no record")
         super().__init__(f"this MDS's lease (generation {generation}) is no longer the current one: {now}")
-
-
-def db_now(conn: Connection) -> datetime:
-    """The database's clock, naive UTC (SQLite has none of its own: the node's)."""
-    if is_sqlite(conn):
-        return utcnow()
-    return conn.execute(text("SELECT UTC_TIMESTAMP(6)")).scalar_one()
 
 
 def _boot_and_pidns() -> str:
@@ -264,8 +260,7 @@ class MdsLease:
         conn = session.connection()
         query = select(_table).where(_table.c.service == self.service)
         if not is_sqlite(conn) and self._galera(conn):
-            compiled = query.compile(conn, compile_kwargs={"literal_binds": True})
-            row = conn.execute(text(f"SET STATEMENT wsrep_sync_wait=1 FOR {compiled}")).one_or_none()
+            row = causal_read(conn, query).one_or_none()
         else:
             row = conn.execute(query).one_or_none()
         if row is not None and row.owner == self.owner and row.generation == self.generation:
@@ -277,8 +272,7 @@ class MdsLease:
     def _galera(self, conn: Connection) -> bool:
         """Whether the database is a Galera node (wsrep on); asked once."""
         if self._wsrep is None:
-            row = conn.execute(text("SHOW VARIABLES LIKE 'wsrep_on'")).first()
-            self._wsrep = row is not None and str(row[1]).upper() == "ON"
+            self._wsrep = is_galera(conn)
         return self._wsrep
 
     # -- claiming -----------------------------------------------------------------------

@@ -18,6 +18,8 @@ from typing import Annotated, Any, Literal, Union
 import msgspec
 
 from iez.db.stats import OssReport
+from iez.errors import InputError
+from iez.lustre_limits import MAX_OST_INDEX
 
 SCHEMA = "iez.oss-stats"
 VERSION = 2
@@ -50,7 +52,7 @@ class Ost(msgspec.Struct, forbid_unknown_fields=True):
     """One OST of a message; the attribute names are :class:`iez.db.stats.OstReport`'s."""
 
     name: Text
-    index: Annotated[int, msgspec.Meta(ge=0, le=65535)]
+    index: Annotated[int, msgspec.Meta(ge=0, le=MAX_OST_INDEX)]
     kbytes_total: Annotated[int, msgspec.Meta(gt=0, le=MAX_OST_KBYTES)]
     kbytes_avail: Annotated[int, msgspec.Meta(ge=0, le=MAX_OST_KBYTES)]
     read_bytes: Union[Count, None] = None
@@ -71,7 +73,7 @@ class Job(msgspec.Struct, forbid_unknown_fields=True):
 class OstJobs(msgspec.Struct, forbid_unknown_fields=True):
     """One element of the optional top-level ``job_stats``: an OST of ``osts`` and its jobs' cumulative bytes."""
 
-    index: Annotated[int, msgspec.Meta(ge=0, le=65535)]
+    index: Annotated[int, msgspec.Meta(ge=0, le=MAX_OST_INDEX)]
     jobs: Annotated[list[Job], msgspec.Meta(max_length=MAX_JOBS_PER_OST)]
 
 
@@ -104,7 +106,7 @@ def _json_ints(value: Any, key: str = "") -> Any:
     return value
 
 
-class Rejected(ValueError):
+class Rejected(InputError):
     def __init__(self, cause: str, detail: str):
         super().__init__(f"{cause}: {detail}")
         self.cause = cause

@@ -9,7 +9,7 @@ uses them):
 - per OST (labels ``ost``, ``oss``): ``ost_fill`` (0..1), ``ost_kbytes_total``,
   ``ost_kbytes_avail``, ``ost_reserved_kbytes`` (Lustre's reserved space),
   ``ost_reservations_bytes`` (what iez's allocations hold until written; one
-  grouped DB query a scrape, left out while the DB does not answer),
+  grouped DB query by the control loop every 10 s and after each allocation pass, never by a scrape),
   ``ost_load_bytes_per_second`` (read+write rate now), ``ost_state`` (1 for the
   label ``state`` it has: active, degraded, readonly, nocreate, inactive)
 - per OSS (label ``oss``): ``oss_fresh`` (1/0, :mod:`iez.freshness`), ``oss_age_seconds``
@@ -18,7 +18,11 @@ uses them):
   ``handshakes_refused_total`` (CURVE handshakes with a key not in the authorised directory)
 - ``allocation_seconds`` (histogram, one application's placement),
   ``allocation_passes_total``, ``files_allocated_total``, ``files_refused_total``,
-  ``allocations_total{outcome=done|deferred|failed}``
+  ``allocations_total{outcome=done|deferred|forced|failed}`` (forced: a pass run despite the CPU/memory
+  gate, after deferring ``--defer-max`` seconds), ``allocation_deferring_seconds`` (how long the gate has
+  held pending requests back; 0 while it is open), ``allocation_gate_limit_seconds`` (``--defer-max``)
+- ``db_up`` (1 while the DB answers; 0 when an operation failed or has waited over 10 s),
+  ``db_seconds_since_success``; a scrape never queries the DB (reservations are the loop's last reading)
 - ``up`` (1), ``start_time_seconds``, ``ingest_insecure`` (1 when ingest is unauthenticated)
 """
 
@@ -76,6 +80,18 @@ class _ServiceCollector:
                                        "service holds (0 while it stands by)")
         generation.add_metric([], (getattr(s, "lease_generation", None) or 0) if getattr(s, "active", True) else 0)
         yield from (up, started, insecure, active, since, generation)
+        health = getattr(s, "db", None)  # iez.mds.dbhealth.DbHealth
+        if health is not None:
+            db_up = GaugeMetricFamily(prefix + "db_up", "1 while the DB answers the MDS (0: its last operation "
+                                      "failed, or one has waited over 10 s)")
+            db_up.add_metric([], 1 if health.up(now) else 0)
+            yield db_up
+            since_ok = health.seconds_since_success(now)
+            if since_ok is not None:
+                db_age = GaugeMetricFamily(prefix + "db_seconds_since_success", "seconds since a DB operation "
+                                           "of the MDS last succeeded")
+                db_age.add_metric([], since_ok)
+                yield db_age
 
         fill = GaugeMetricFamily(prefix + "ost_fill", "share of the OST in use (0..1)", labels=["ost", "oss"])
         total = GaugeMetricFamily(prefix + "ost_kbytes_total", "OST size, KiB", labels=["ost", "oss"])
@@ -156,18 +172,24 @@ class _ServiceCollector:
         outcomes.add_metric(["done"], c.allocation_passes)
         outcomes.add_metric(["deferred"], c.deferred)
         outcomes.add_metric(["failed"], c.failed)
+        outcomes.add_metric(["forced"], getattr(c, "forced", 0))
         yield outcomes
+        gate = s.gate_status() if hasattr(s, "gate_status") else {}
+        deferring = GaugeMetricFamily(prefix + "allocation_deferring_seconds", "how long the CPU/memory gate has "
+                                      "held pending requests back (0 while it is open); allocation goes on anyway "
+                                      "once this reaches allocation_gate_limit_seconds")
+        deferring.add_metric([], gate.get("deferring_s") or 0)
+        limit = GaugeMetricFamily(prefix + "allocation_gate_limit_seconds", "the longest the CPU/memory gate "
+                                  "defers allocation (--defer-max)")
+        limit.add_metric([], gate.get("defer_max_s") or 0)
+        yield from (deferring, limit)
 
 
     def _reservations(self) -> dict[int, int] | None:
-        from iez.db.engine import read
-        from iez.db.models import utcnow
-        from iez.db.stats import reserved_bytes
-
-        try:
-            return read(self.service.engine, lambda conn: reserved_bytes(conn, utcnow()))
-        except Exception:  # a scrape never fails for the DB: the view's metrics are still worth having
-            return None
+        """The reservations the control loop last read (a scrape never touches the DB: it answers while the DB
+        stalls, issue 30 item 4)."""
+        cached = getattr(self.service, "reservations_cache", None)
+        return dict(cached) if cached is not None else None
 
 
 class MdsMetrics:

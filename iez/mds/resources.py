@@ -1,11 +1,18 @@
 """The MDS node's own CPU and memory use: the paper (III-B2) runs the allocator
 only while the MDS has room (CPU < 70 %, memory < 50 % by default), because the
-metadata server's first job is serving metadata."""
+metadata server's first job is serving metadata.
+
+The gate is bounded: while the node stays over a limit, pending requests wait at most
+``DEFAULT_DEFER_MAX_S`` (``iez mds --defer-max``) and are then allocated anyway. A Lustre MDS node is
+busy exactly when jobs start; an unbounded gate left them all on Lustre's default layout."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+
+#: How long the CPU/memory gate may hold back pending requests before they are allocated anyway (seconds).
+DEFAULT_DEFER_MAX_S = 5.0
 
 
 @dataclass

@@ -47,11 +47,13 @@ from agents import AgentError
 from iez.mds.lease import LeaseLost
 from iez.mds.lustre_params import LustreParamsReader
 from iez.mds.messages import CAUSES, MAX_FRAME_BYTES, OST_CAUSES, Rejected, decode
-from iez.mds.resources import NodeSampler, Usage
-from iez.mds.store import prune, store_batch
-from iez.mds.jobs import JobTracker
+from iez.mds.dbhealth import DbHealth
+from iez.mds.resources import DEFAULT_DEFER_MAX_S, NodeSampler, Usage
+from iez.db.ingest import prune, store_batch
+from iez.mds.jobs import JobTracker, own_job_ids
 from iez.mds.view import ClusterView, epoch
 from iez.placement import PlacementSettings, place_app
+from iez.errors import ConfigError
 
 log = logging.getLogger("iez.mds")
 
@@ -59,10 +61,11 @@ log = logging.getLogger("iez.mds")
 #: (the CURVE box adds a few dozen bytes to the largest valid message).
 MAX_WIRE_BYTES = MAX_FRAME_BYTES + 4096
 DEFAULT_MAX_SKEW_S = 300.0
-LOG_EVERY_S = 60.0  # a refusal that repeats (same OSS, same cause) is logged once a minute
+LOG_EVERY_S = 60.0
+RESERVATIONS_EVERY_S = 10.0  # how often the loop reads iez's reservations for /metrics  # a refusal that repeats (same OSS, same cause) is logged once a minute
 
 
-class IngestConfigError(ValueError):
+class IngestConfigError(ConfigError):
     """The MDS cannot listen as configured (no keys and no --insecure, a bad key directory)."""
 
 
@@ -73,6 +76,10 @@ class MdsConfig:
     stale_intervals: int = 3
     cpu_max: float = 70.0
     mem_max: float = 50.0
+    # The CPU/memory gate defers an allocation at most this long, then allocates anyway (a busy MDS node is
+    # busy exactly when jobs start; deferring for as long as the load lasts left every job on the default
+    # layout). 0: never defer.
+    defer_max_s: float = DEFAULT_DEFER_MAX_S
     placement: PlacementSettings = field(default_factory=PlacementSettings)
     reservation_ttl_s: float = 86400.0
     poll_s: float = 1.0  # how often pending requests and resources are checked
@@ -104,6 +111,7 @@ class Counters:
     allocation_passes: int = 0
     allocated: int = 0
     deferred: int = 0
+    forced: int = 0  # passes run despite the gate, after deferring defer_max_s
     failed: int = 0
     refused: int = 0
     ost_dropped: Counter = field(default_factory=Counter)  # OSTs left out of accepted messages, per OST_CAUSES
@@ -122,6 +130,12 @@ class MdsService:
         self._logged_causes: set[str] = set()
         self._failed_apps: dict[str, str] = {}
         self._last_pending: frozenset = frozenset()
+        self.db = DbHealth()  # the DB's health, for /metrics and one log line per outage (iez.mds.dbhealth)
+        # what iez's allocations hold per OST, read by the control loop for /metrics (never by a scrape)
+        self.reservations_cache: dict[int, int] | None = None
+        self._deferring_since: float | None = None  # the current gate episode (first deferred pass)
+        self._deferring_reason: str | None = None
+        self._gate_forced = False  # this episode's limit was reached: allocations go on despite the gate
         self._batch: list = []
         self._batch_policies: dict[int, tuple] = {}  # OST policies to store with the next batch
         self._batch_since = 0.0
@@ -195,6 +209,13 @@ class MdsService:
         if not cfg.curve_authorized:
             raise IngestConfigError("--curve-secret-key needs --curve-authorized DIR with one OSS_ID.key per OSS")
         pair = load_server_key(cfg.curve_secret_key)
+        secrets = sorted(p.name for p in Path(cfg.curve_authorized).glob("*.key_secret")) \
+            if Path(cfg.curve_authorized).is_dir() else []
+        if secrets:  # a secret key copied here is a key that has left its agent, and is no OSS's public key
+            raise IngestConfigError(f"--curve-authorized {cfg.curve_authorized} holds secret keys "
+                                    f"({', '.join(secrets[:3])}{', ...' if len(secrets) > 3 else ''}): it takes "
+                                    "only the OSSs' public OSS_ID.key files; keep each .key_secret on its own OSS "
+                                    "and remove these")
         self.keys = OssKeys(cfg.curve_authorized)
         return pair
 
@@ -236,7 +257,11 @@ class MdsService:
         log.info("%s on %s; %d OSS(s), %d OST(s) known from the DB (%d stale)",
                  "listening" if self.active else "standby: ingesting (not storing, not allocating)", self.endpoint,
                  len(self.view.osses), len(self.view.osts), len(self.view.stale()))
-        if self.keys is not None:
+        if self.keys is not None and not self.keys.oss_ids():
+            log.warning("NO OSS KEY in %s (--curve-authorized): every agent's handshake is refused and no report "
+                        "is accepted until OSS_ID.key files are added there (iez-agent keys DIR OSS_ID writes one; "
+                        "the directory is read again when it changes)", self.config.curve_authorized)
+        elif self.keys is not None:
             log.info("ingest authenticated (CURVE): %d OSS key(s) in %s", len(self.keys.oss_ids()),
                      self.config.curve_authorized)
         else:
@@ -247,6 +272,8 @@ class MdsService:
         poller.register(sock, zmq.POLLIN)
         next_check = next_status = next_params = time.monotonic()
         next_prune = time.monotonic() + 60
+        next_reservations = time.monotonic()
+        self.db.start()
         params_every = self.config.lustre_params_interval_s or self.config.interval_s
         try:
             while not self._stop.is_set():
@@ -268,7 +295,14 @@ class MdsService:
                         self.allocate_if_due()
                 if now >= next_prune and self.active:
                     next_prune = now + 3600
-                    prune(self.engine, self.config.retain)
+                    try:
+                        with self.db.attempt("pruning old statistics"):
+                            prune(self.engine, self.config.retain)
+                    except Exception:  # logged once per outage by self.db; tried again in an hour
+                        pass
+                if now >= next_reservations and self.active:
+                    next_reservations = now + RESERVATIONS_EVERY_S
+                    self._refresh_reservations()
                 if now >= next_status:
                     next_status = now + 2.0
                     self.write_status()
@@ -276,6 +310,7 @@ class MdsService:
             self._flush()
             self._stop_writer()
             self.write_status()
+            self.db.stop()
             sock.close(linger=0)
             if self._auth:
                 self._auth.stop()
@@ -431,7 +466,8 @@ class MdsService:
             failing = False
             while True:
                 try:
-                    self.counters.reservations_ended += store_batch(self.engine, batch, policies, loads)
+                    with self.db.attempt("storing reports"):
+                        self.counters.reservations_ended += store_batch(self.engine, batch, policies, loads)
                     self.counters.stored += len(batch)
                     break
                 except Exception as err:
@@ -508,14 +544,24 @@ class MdsService:
     # -- allocation ---------------------------------------------------------------------
     def pending_apps(self) -> frozenset[tuple[str, int]]:
         """Applications with requests that have no live allocation, and how many (one plain query a second)."""
-        return read(self.engine, pending_counts)
+        with self.db.attempt("reading pending requests"):
+            return read(self.engine, pending_counts)
+
+    def _refresh_reservations(self) -> None:
+        """What iez's allocations hold per OST, for /metrics (a scrape never waits for the DB)."""
+        from iez.db.models import utcnow
+
+        try:
+            with self.db.attempt("reading reservations"):
+                self.reservations_cache = read(self.engine, lambda conn: reserved_bytes(conn, utcnow()))
+        except Exception:  # logged once per outage by self.db; the last figures stay
+            pass
 
     def allocate_if_due(self) -> int:
         """Allocate pending requests when something changed and the node has room; returns files placed."""
         try:
             pending = self.pending_apps()
-        except Exception as err:
-            log.error("cannot read pending requests: %s", str(err).splitlines()[0][:200])
+        except Exception:  # logged once per outage by self.db (iez.mds.dbhealth), not once a second
             return 0
         if not pending:
             self._last_pending = pending
@@ -524,34 +570,72 @@ class MdsService:
             return 0  # nothing new since the last pass (which may have failed for lack of space)
         self.usage = self.sampler.sample()
         # a limit of 100 % switches that gate off
-        if (self.config.cpu_max < 100 and self.usage.cpu_pct >= self.config.cpu_max) or \
-                (self.config.mem_max < 100 and self.usage.mem_pct >= self.config.mem_max):
-            self.counters.deferred += 1
-            log.info("deferring allocation of %d application(s): MDS cpu %.0f%% (limit %.0f%%), memory %.0f%% "
-                     "(limit %.0f%%)", len(pending), self.usage.cpu_pct, self.config.cpu_max, self.usage.mem_pct,
-                     self.config.mem_max)
+        over = (self.config.cpu_max < 100 and self.usage.cpu_pct >= self.config.cpu_max) or \
+            (self.config.mem_max < 100 and self.usage.mem_pct >= self.config.mem_max)
+        if not self._gate_allows(over, len(pending)):
             return 0
         self.flush_and_wait()  # allocate against everything received so far
         placed = self.allocate(sorted(name for name, _ in pending))
+        self._refresh_reservations()  # /metrics shows what this pass reserved
         # settled: what this pass saw and left as it was (e.g. no room). Requests stored during the pass
         # (another application, or more of one) differ from what it saw and get a pass of their own.
         self._last_pending = self.pending_apps() & pending
         return placed
+
+    def _gate_allows(self, over: bool, apps: int) -> bool:
+        """The CPU/memory gate: defers while the node is over a limit, but at most ``defer_max_s`` per episode;
+        logs once when an episode starts, once when its limit is reached, and once when it ends."""
+        now = time.monotonic()
+        reason = (f"MDS cpu {self.usage.cpu_pct:.0f}% (limit {self.config.cpu_max:.0f}%), memory "
+                  f"{self.usage.mem_pct:.0f}% (limit {self.config.mem_max:.0f}%)")
+        if not over:
+            if self._deferring_since is not None:
+                log.info("allocation gate open again after %.0f s: %s", now - self._deferring_since, reason)
+            self._deferring_since, self._deferring_reason, self._gate_forced = None, None, False
+            return True
+        self._deferring_reason = reason
+        if self._deferring_since is None:
+            self._deferring_since = now
+            if self.config.defer_max_s > 0:
+                log.warning("deferring allocation of %d application(s) for at most %.0f s (--defer-max): %s",
+                            apps, self.config.defer_max_s, reason)
+        if now - self._deferring_since >= self.config.defer_max_s:
+            if not self._gate_forced:
+                self._gate_forced = True
+                log.warning("allocating despite the node's load: deferred %.0f s (--defer-max %.0f s); %s",
+                            now - self._deferring_since, self.config.defer_max_s, reason)
+            self.counters.forced += 1
+            return True
+        self.counters.deferred += 1
+        return False
+
+    def gate_status(self) -> dict:
+        """The CPU/memory gate for ``iez status``: ``state`` open, deferring (since how long) or forced."""
+        since = self._deferring_since
+        state = "open" if since is None else ("forced" if self._gate_forced else "deferring")
+        return {"state": state, "defer_max_s": self.config.defer_max_s,
+                "deferring_s": round(time.monotonic() - since, 1) if since is not None else None,
+                "reason": self._deferring_reason, "forced_passes": self.counters.forced}
 
     def allocate(self, apps: list[str]) -> int:
         placed = 0
         self.counters.allocation_passes += 1
         placement = self.config.placement
 
-        def cluster_of(session, now):
-            return self.view.cluster(reserved_bytes(session, now), placement.ost_bandwidth, placement.oss_bandwidth,
-                                     placement.ost_bandwidths, placement.oss_bandwidths)
+        def cluster_for(app: str):
+            own = self.jobs.rates_of(own_job_ids(app))  # the app's own job's load does not steer it
+
+            def cluster_of(session, now):
+                return self.view.cluster(reserved_bytes(session, now), placement.ost_bandwidth,
+                                         placement.oss_bandwidth, placement.ost_bandwidths, placement.oss_bandwidths,
+                                         own_load=own)
+            return cluster_of
 
         for app in apps:
             started = time.perf_counter()
             try:
-                done = place_app(self.engine, app, placement, stale_s=self.config.interval_s * 3,
-                                 reservation_ttl_s=self.config.reservation_ttl_s, cluster_of=cluster_of,
+                done = place_app(self.engine, app, placement, stale_s=self.view.rule,
+                                 reservation_ttl_s=self.config.reservation_ttl_s, cluster_of=cluster_for(app),
                                  fence=self.fence)
             except LeaseLost as err:  # another MDS is the active one now: nothing was stored; stop
                 self.counters.failed += 1
@@ -635,6 +719,8 @@ class MdsService:
             "reservations_ended": c.reservations_ended,
             "resources": {"cpu_pct": round(self.usage.cpu_pct, 1), "mem_pct": round(self.usage.mem_pct, 1),
                           "cpu_max": self.config.cpu_max, "mem_max": self.config.mem_max},
+            "gate": self.gate_status(),
+            "db": self.db.status(),
         }
 
     def _ost_states(self) -> dict[str, list[int]]:

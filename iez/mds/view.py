@@ -9,8 +9,9 @@ three intervals, resets left out) is the load other jobs drive on the OST now
 (bandwidth a new job cannot have); the highest rate an OST has shown raises its
 bandwidth above the configured default (a target proved faster than configured
 is taken at its word). A job's own traffic never steers its own placement: its
-files are allocated before it runs (from its predicted requests), and what it
-wrote counts as other jobs' load only for later allocations, for three intervals.
+files are allocated before it runs (from its predicted requests), and when it
+is placed again while it runs, the load its own Lustre job id drives is taken
+off (:mod:`iez.mds.jobs`); other jobs' load stays, for three intervals.
 
 Lustre's policy for each OST comes from two places: its OSS reports the OST's
 own state (message version 2: degraded, readonly, nocreate), and the MDS's
@@ -209,11 +210,13 @@ class ClusterView:
 
     def cluster(self, reserved: dict[int, int], ost_bandwidth: float = DEFAULT_OST_BANDWIDTH,
                 oss_bandwidth: float = DEFAULT_OSS_BANDWIDTH, ost_bandwidths: dict[int, float] | None = None,
-                oss_bandwidths: dict[str, float] | None = None) -> ClusterState:
+                oss_bandwidths: dict[str, float] | None = None, own_load: dict[int, float] | None = None
+                ) -> ClusterState:
         """Fresh OSSs' OSTs with their state and pools, their free space less ``reserved`` bytes and Lustre's
         reserved space, bandwidth (per server where the site described it, else the default; raised to
-        what the counters showed) and live load."""
-        ost_bandwidths, oss_bandwidths = ost_bandwidths or {}, oss_bandwidths or {}
+        what the counters showed) and live load, less ``own_load`` (bytes/s the job being placed drives
+        there itself: :mod:`iez.mds.jobs`)."""
+        ost_bandwidths, oss_bandwidths, own_load = ost_bandwidths or {}, oss_bandwidths or {}, own_load or {}
         osts, osses = [], {}
         for o in sorted(self.osts.values(), key=lambda o: o.index):
             oss = self.osses.get(o.oss_id)
@@ -223,7 +226,8 @@ class ClusterView:
                                        o.lustre.reserved_kbytes)
             osts.append(OST(o.index, o.oss_id, o.kbytes_total, avail,
                             bandwidth=max(ost_bandwidths.get(o.index, ost_bandwidth), o.peak_rate),
-                            load=o.rate, state=o.state, pools=o.lustre.pools))
+                            load=max(0.0, o.rate - own_load.get(o.index, 0.0)), state=o.state,
+                            pools=o.lustre.pools))
             osses[oss.oss_id] = OSS(oss.oss_id, min(100.0, oss.cpu_pct), min(100.0, oss.mem_pct),
                                     bandwidth=oss_bandwidths.get(oss.oss_id, oss_bandwidth))
         return ClusterState.build(osts, list(osses.values()))

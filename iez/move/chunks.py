@@ -70,6 +70,8 @@ def one_ost(layout: Layout, offset: int, length: int) -> int | None:
         return None
     for start, end, size, osts in _extents(layout):
         if start <= offset and (end == EOF_END or offset < end):
+            if not size:  # never here: ost_at found an OST, so the component has a stripe size
+                return None
             last = offset + length - 1
             if (end != EOF_END and last >= end) or (last - start) // size != (offset - start) // size:
                 return None

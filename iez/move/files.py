@@ -72,7 +72,7 @@ def plan(sources: list[str], dest: str, directories: list[tuple[str, str, os.sta
             if os.path.abspath(target).startswith(os.path.abspath(src).rstrip("/") + "/"):
                 problems.append(f"{src}: cannot copy a directory into itself ({target})")
                 continue
-            seen = {os.path.normpath(src): st}
+            seen: dict[str, os.stat_result | None] = {os.path.normpath(src): st}
             for top, dirs, names in os.walk(src, onerror=lambda err: problems.append(f"{err.filename}: {err.strerror}")):
                 dirs.sort()
                 rel = os.path.relpath(top, src)

@@ -52,6 +52,7 @@ import subprocess
 from dataclasses import dataclass
 from typing import Callable
 
+from iez.errors import IezError
 from iez.layout import emulated, lustre
 from iez.layout.model import Layout
 from iez.move import temps
@@ -64,7 +65,7 @@ TMP_SUFFIX = ".iez-rebalance.tmp"
 COPY_CHUNK = 4 << 20
 
 
-class Skipped(Exception):
+class Skipped(IezError):
     """The file was left as it was; the message says why (open for writing, changed, gone)."""
 
 
@@ -274,11 +275,11 @@ def _mirror_passes(path: str, layout: Layout) -> tuple[Layout, list[int | None],
     except (OSError, ValueError):
         now = None
     if now is not None and len(now.mirrors) == len(layout.mirrors):
-        changed = [k for k in range(len(layout.mirrors))
-                   if _osts_of(now.mirrors[k]) != _osts_of(layout.mirrors[k])]
+        changed: list[int | None] = [k for k in range(len(layout.mirrors))
+                                     if _osts_of(now.mirrors[k]) != _osts_of(layout.mirrors[k])]
     else:
         changed = list(range(len(layout.mirrors)))
-    source = (in_sync_copies(now) or [None])[0] if now is not None else None
+    source = next(iter(in_sync_copies(now)), None) if now is not None else None
     stale = [k for k in layout.stale if k not in changed]
     if len(stale) == len(layout.mirrors):
         stale = []

@@ -237,9 +237,9 @@ class Movement:
             items = []
             for job in jobs:
                 src = job.src_layout
-                plain = src is not None and not src.components
-                count = self.options.stripe_count or (src.stripe_count if plain else 1)
-                stripe = src.stripe_size if plain else MiB
+                plain = src if src is not None and not src.components else None
+                count = self.options.stripe_count or (plain.stripe_count if plain else 1)
+                stripe = plain.stripe_size if plain else MiB
                 items.append((job.dst, job.size, count, stripe))
             try:
                 layouts = placers[pid].place(items, measured)

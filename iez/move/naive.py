@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import threading
 from collections import deque
+from typing import TYPE_CHECKING
 
 from iez.move.chunks import MAX_CHUNK
 
+if TYPE_CHECKING:  # iez.move.mover imports this module
+    from iez.move.mover import MoveReport
 
-def file_per_thread(movement) -> "MoveReport":  # noqa: F821 - iez.move.mover.MoveReport
+
+def file_per_thread(movement) -> MoveReport:
     todo = deque(j for j in movement.jobs if j.error is None)
     lock = threading.Lock()
 

@@ -92,7 +92,10 @@ class Placer:
             if engine is not None:
                 with Session(engine) as session:
                     if self.where != "emulated":
-                        return usable_cluster(session, utcnow(), settings.oss_stale_s, with_load=True)
+                        # the one freshness rule (iez.freshness): per OSS interval, a report in flight not stale
+                        from iez.freshness import StaleRule
+
+                        return usable_cluster(session, utcnow(), StaleRule.from_settings(settings), with_load=True)
                     loads = ost_loads(session)
         finally:
             if engine is not None:

@@ -1,7 +1,7 @@
 """Staging in the background (seed 004, DataStager): ``iez copy --background`` hands its files to a journal and
 returns at once; one staging process per state directory drains the journal at its share of the servers.
 
-- The journal (``$IEZ_STATE_DIR/staging.db``, SQLite in WAL mode) holds each movement (destination, weight,
+- The journal (``$IEZ_STATE_DIR/staging.db``, SQLite in WAL mode, :mod:`iez.db.stager_state`) holds each movement (destination, weight,
   share, state) and each of its files (source, destination, bytes, pending/done/failed). A file is marked
   done in the same transaction that counts its bytes, after the mover renamed its copy into place, so a
   kill -9 or a reboot at any moment loses nothing and copies nothing twice into place: a file not yet
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -30,21 +29,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from iez.db import stager_state as journal_db
+from iez.errors import StorageUnavailable
 from iez.move import temps
 from iez.move.files import plan
 
 DEFAULT_SHARE = 0.3  # of each server, for background staging
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS movements (
-    id INTEGER PRIMARY KEY AUTOINCREMENT, created REAL NOT NULL, sources TEXT NOT NULL, dst TEXT NOT NULL,
-    weight REAL NOT NULL, share REAL NOT NULL, state TEXT NOT NULL, files INTEGER NOT NULL, bytes INTEGER NOT NULL,
-    done_files INTEGER NOT NULL DEFAULT 0, done_bytes INTEGER NOT NULL DEFAULT 0, failed INTEGER NOT NULL DEFAULT 0,
-    started REAL, finished REAL);
-CREATE TABLE IF NOT EXISTS files (
-    movement INTEGER NOT NULL REFERENCES movements(id), seq INTEGER NOT NULL, src TEXT NOT NULL, dst TEXT NOT NULL,
-    bytes INTEGER NOT NULL, state TEXT NOT NULL, error TEXT, PRIMARY KEY (movement, seq));
-CREATE INDEX IF NOT EXISTS files_pending ON files(movement, state);
-"""
 
 
 def state_dir() -> Path:
@@ -57,18 +47,9 @@ def journal_path(directory: Path | None = None) -> Path:
     return (directory or state_dir()) / "staging.db"
 
 
-@contextmanager
 def journal(directory: Path | None = None):
-    path = journal_path(directory)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(path, timeout=30, isolation_level=None)
-    try:
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=FULL")  # a movement marked done survives a power cut
-        conn.executescript(SCHEMA)
-        yield conn
-    finally:
-        conn.close()
+    """The journal of ``directory`` (default: the state directory), opened (:func:`iez.db.stager_state.opened`)."""
+    return journal_db.opened(journal_path(directory))
 
 
 @dataclass
@@ -109,16 +90,9 @@ def submit(sources: list[str], dest: str, weight: float = 1.0, share: float = DE
     pairs, problems = plan([os.path.abspath(s) for s in sources], os.path.abspath(dest))
     sizes = [os.stat(src).st_size for src, _ in pairs]
     with journal(directory) as conn:
-        conn.execute("BEGIN IMMEDIATE")
-        cur = conn.execute(
-            "INSERT INTO movements (created, sources, dst, weight, share, state, files, bytes) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (time.time(), "\n".join(os.path.abspath(s) for s in sources), os.path.abspath(dest), weight, share,
-             "queued" if pairs else "done", len(pairs), sum(sizes)))
-        mid = cur.lastrowid
-        conn.executemany("INSERT INTO files (movement, seq, src, dst, bytes, state) VALUES (?, ?, ?, ?, ?, 'pending')",
-                         [(mid, n, src, dst, size) for n, ((src, dst), size) in enumerate(zip(pairs, sizes))])
-        conn.execute("COMMIT")
+        mid = journal_db.add_movement(conn, time.time(), "\n".join(os.path.abspath(s) for s in sources),
+                                      os.path.abspath(dest), weight, share,
+                                      [(src, dst, size) for (src, dst), size in zip(pairs, sizes)])
     return mid, problems
 
 
@@ -126,31 +100,20 @@ def movements(directory: Path | None = None, active_only: bool = False) -> list[
     if not journal_path(directory).exists():
         return []
     with journal(directory) as conn:
-        rows = conn.execute(
-            "SELECT id, sources, dst, weight, share, state, files, bytes, done_files, done_bytes, failed, created, "
-            "started, finished FROM movements" + (" WHERE state IN ('queued', 'running')" if active_only else "")
-            + " ORDER BY id").fetchall()
+        rows = journal_db.movement_rows(conn, active_only)
     return [Movement(*row) for row in rows]
 
 
 def cancel(movement_id: int, directory: Path | None = None) -> Movement:
     with journal(directory) as conn:
-        conn.execute("BEGIN IMMEDIATE")
-        found = conn.execute("SELECT state FROM movements WHERE id = ?", (movement_id,)).fetchone()
-        if not found:
-            conn.execute("ROLLBACK")
+        if not journal_db.cancel_movement(conn, movement_id, time.time()):
             raise ValueError(f"no movement {movement_id} in {journal_path(directory)}")
-        if found[0] in ("queued", "running"):
-            conn.execute("UPDATE files SET state = 'cancelled' WHERE movement = ? AND state = 'pending'", (movement_id,))
-            conn.execute("UPDATE movements SET state = 'cancelled', finished = ? WHERE id = ?",
-                         (time.time(), movement_id))
-        conn.execute("COMMIT")
     return next(m for m in movements(directory) if m.id == movement_id)
 
 
 # ---------------------------------------------------------------------------------------------- the stager
 
-class Busy(RuntimeError):
+class Busy(StorageUnavailable, RuntimeError):
     """Another stager holds this state directory's journal."""
 
 
@@ -203,54 +166,29 @@ class Stager:
         """After a kill: the temporaries of dead movers beside pending files are removed (a live process's
         never), running movements are queued again. Returns the files still pending."""
         with journal(self.directory) as conn:
-            pending = conn.execute("SELECT dst FROM files WHERE state = 'pending'").fetchall()
-            conn.execute("UPDATE movements SET state = 'queued' WHERE state = 'running'")
-        self.temporaries_removed += temps.sweep_beside(dst for (dst,) in pending).removed
+            pending = journal_db.requeue(conn)
+        self.temporaries_removed += temps.sweep_beside(pending).removed
         return len(pending)
 
     def _next(self) -> tuple[int, int, str, str, int] | None:
         """The next file: of the active movement with the least bytes done per weight (SFQ over files)."""
         with self._lock, journal(self.directory) as conn:
-            rows = conn.execute(
-                "SELECT m.id, m.done_bytes, m.weight FROM movements m WHERE m.state IN ('queued', 'running') "
-                "AND EXISTS (SELECT 1 FROM files f WHERE f.movement = m.id AND f.state = 'pending')").fetchall()
+            rows = journal_db.active_movements(conn)
             # bytes taken but not done yet count for their movement, so two workers do not both favour it
             inflight: dict[int, int] = {}
             for mid, seq in self._taken:
-                size = conn.execute("SELECT bytes FROM files WHERE movement = ? AND seq = ?", (mid, seq)).fetchone()
-                inflight[mid] = inflight.get(mid, 0) + (size[0] if size else 0)
+                inflight[mid] = inflight.get(mid, 0) + journal_db.file_bytes(conn, mid, seq)
             for mid, done, weight in sorted(rows, key=lambda r: ((r[1] + inflight.get(r[0], 0)) / r[2], r[0])):
-                taken = [seq for m, seq in self._taken if m == mid]
-                marks = ",".join("?" * len(taken))
-                row = conn.execute(
-                    "SELECT seq, src, dst, bytes FROM files WHERE movement = ? AND state = 'pending'"
-                    + (f" AND seq NOT IN ({marks})" if taken else "") + " ORDER BY seq LIMIT 1",
-                    (mid, *taken)).fetchone()
+                row = journal_db.first_pending(conn, mid, [seq for m, seq in self._taken if m == mid])
                 if row:
                     self._taken.add((mid, row[0]))
-                    conn.execute("UPDATE movements SET state = 'running', started = COALESCE(started, ?) WHERE id = ?",
-                                 (time.time(), mid))
+                    journal_db.mark_running(conn, mid, time.time())
                     return (mid, *row)
             return None
 
     def _done(self, mid: int, seq: int, nbytes: int, error: str | None) -> None:
         with self._lock, journal(self.directory) as conn:
-            conn.execute("BEGIN IMMEDIATE")
-            if error is None:
-                conn.execute("UPDATE files SET state = 'done' WHERE movement = ? AND seq = ? AND state = 'pending'",
-                             (mid, seq))
-                conn.execute("UPDATE movements SET done_files = done_files + 1, done_bytes = done_bytes + ? "
-                             "WHERE id = ?", (nbytes, mid))
-            else:
-                conn.execute("UPDATE files SET state = 'failed', error = ? WHERE movement = ? AND seq = ?",
-                             (error[:500], mid, seq))
-                conn.execute("UPDATE movements SET failed = failed + 1 WHERE id = ?", (mid,))
-            left = conn.execute("SELECT COUNT(*) FROM files WHERE movement = ? AND state = 'pending'", (mid,)).fetchone()[0]
-            if left == 0:
-                failed = conn.execute("SELECT failed FROM movements WHERE id = ?", (mid,)).fetchone()[0]
-                conn.execute("UPDATE movements SET state = ?, finished = ? WHERE id = ? AND state = 'running'",
-                             ("failed" if failed else "done", time.time(), mid))
-            conn.execute("COMMIT")
+            journal_db.file_finished(conn, mid, seq, nbytes, error, time.time())
             self._taken.discard((mid, seq))
 
     def _worker(self) -> None:
@@ -295,11 +233,11 @@ def start_detached(directory: Path | None = None, share: float = DEFAULT_SHARE) 
     env["IEZ_IO_CLASS"] = "staging"
     env["IEZ_IO_SHARE"] = repr(share)
     if env.get("IEZ_EMULATE") and "libiez" not in env.get("LD_PRELOAD", ""):
-        from iez.demo.pipeline import StepFailed, find_library
+        from iez.runtime import LibraryNotFound, find_library
 
         try:
             lib = find_library()
-        except StepFailed as err:
+        except LibraryNotFound as err:
             raise ValueError(f"IEZ_EMULATE is set but libiez cannot be preloaded: {err}") from None
         env["LD_PRELOAD"] = " ".join(filter(None, [str(lib), env.get("LD_PRELOAD", "")]))
         env.setdefault("IEZ_MODE", "off")

@@ -51,7 +51,7 @@ def match_accuracy(actual: Sequence, predicted: Sequence) -> float:
     return 100.0 * sum(1 for a, p in zip(actual, predicted) if a == p) / n
 
 
-def name_accuracy(actual: Sequence[str], predicted: Sequence[str | None]) -> float:
+def name_accuracy(actual: Sequence[str | None], predicted: Sequence[str | None]) -> float:
     """Percent of the files (the longer list's count) whose name was predicted exactly."""
     n = max(len(actual), len(predicted))
     if n == 0:

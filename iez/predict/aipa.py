@@ -19,16 +19,16 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Protocol, Sequence
+from typing import Any, Protocol, Sequence
 
 import numpy as np
 
+from iez.lustre_limits import MAX_STRIPE_COUNT
 from iez.predict.accuracy import DEFINITION, name_accuracy, run_accuracy
 from iez.predict.arima import MAX_ORDER, FitStats, Fitter, Order, grid_orders, refit_forecast, select
 from iez.predict.names import NameModel
 from iez.predict.series import VARIABLES, PRequest, RunData, detect
 
-MAX_STRIPE_COUNT = 2000
 SELECTIONS = ("fast", "grid")
 
 
@@ -62,7 +62,7 @@ class VariableModel:
     stats: FitStats = field(default_factory=FitStats)
 
     def to_dict(self) -> dict:
-        out = {"method": self.method, "order": list(self.order)}
+        out: dict[str, Any] = {"method": self.method, "order": list(self.order)}
         if self.seasonal_order:
             out["seasonal_order"] = list(self.seasonal_order)
         if self.score is not None:
@@ -85,7 +85,7 @@ class Forecast:
         return total
 
 
-def integral(variable: str, values: Sequence[float]) -> list[int]:
+def integral(variable: str, values: Sequence[float] | np.ndarray) -> list[int]:
     """Forecast values as the whole numbers a request holds."""
     out = []
     for v in values:
@@ -127,6 +127,7 @@ def forecast_variable(variable: str, runs: Sequence[RunData], horizon: int, sele
         return VariableModel(variable, "mean", (0, 0, 0), None, integral(variable, np.full(horizon, mu)), None,
                              stats)
     order, predicted = refit
+    assert chosen is not None  # a refit comes from a selection's ranking
     score = dict(chosen.ranking).get(order)
     return VariableModel(variable, "arima", order, None, integral(variable, mu + sd * predicted),
                          None if score is None else round(score * sd, 6), stats)

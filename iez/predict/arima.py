@@ -189,8 +189,9 @@ class Fitter:
         runnable = [t for t in tasks if fits_in(len(t[0]) - t[1], t[2])]
         results = [Scored(t[2], None, TOO_SHORT) for t in tasks if not fits_in(len(t[0]) - t[1], t[2])]
         if len(runnable) > 1 and self.workers > 1:
-            self.start()
-            futures = [self._pool.submit(score_order, t) for t in runnable]
+            pool = self.start()._pool
+            assert pool is not None  # start() made it (workers > 1)
+            futures = [pool.submit(score_order, t) for t in runnable]
             for future in as_completed(futures):
                 results.append(future.result())
                 if self.progress:
@@ -226,7 +227,8 @@ class Selection:
 
 
 def _finish(scored: Iterable[Scored], method: str, stats: FitStats, started: float) -> Selection:
-    ok = sorted(((s.order, s.score) for s in scored if s.status == OK), key=lambda x: (x[1], sum(x[0]), x[0]))
+    ok = sorted(((s.order, s.score) for s in scored if s.status == OK and s.score is not None),
+                key=lambda x: (x[1], sum(x[0]), x[0]))
     stats.seconds += time.perf_counter() - started
     if not ok:
         return Selection(None, None, method, stats)

@@ -5,7 +5,7 @@ Darshan writes one log per job under ``DIR/YYYY/M/D/`` (``darshan-mk-log-dirs``)
 ``*.darshan_partial`` and renamed when complete, so only ``*.darshan`` files are read.
 
 Each pass walks the tree and imports the logs it has not imported yet. A log is known by its path, size
-and modification time (``st_mtime_ns``) in the state database (SQLite, default
+and modification time (``st_mtime_ns``) in the state database (SQLite, :mod:`iez.db.darshan_state`, default
 ``$IEZ_STATE_DIR/darshan-imports.sqlite``): a log with the same three is never read again, whatever its
 outcome was (a corrupt log is one line on stderr and is recorded as such, not retried); a log rewritten
 in place (another size or time) is read again. The state holds, per imported log, its requests, so the
@@ -25,7 +25,6 @@ is predicted again at the next pass when the pass that imported its log stopped 
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import sqlite3
@@ -34,18 +33,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from iez.db import darshan_state as state
+
 #: ``<user>_<exe>_id<jobid>_<month>-<day>-<seconds>-<hash>.darshan`` (the exe may hold underscores).
 _NAME = re.compile(r"^(?P<user>[^_]+)_(?P<exe>.+)_id(?P<jobid>\d+)_(?P<month>\d+)-(?P<day>\d+)-(?P<secs>\d+)")
 STATE_FILE = "darshan-imports.sqlite"
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS logs (
-    path TEXT PRIMARY KEY, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL,
-    status TEXT NOT NULL, detail TEXT, app TEXT, user TEXT, jobid TEXT, start_key REAL,
-    requests TEXT, imported_at REAL NOT NULL);
-CREATE INDEX IF NOT EXISTS logs_group ON logs (app, user);
-CREATE TABLE IF NOT EXISTS pending (app TEXT NOT NULL, user TEXT NOT NULL, PRIMARY KEY (app, user));
-"""
 
 
 @dataclass
@@ -61,13 +53,6 @@ class PassResult:
 
     def to_dict(self) -> dict:
         return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in self.__dict__.items()}
-
-
-def open_state(path: Path) -> sqlite3.Connection:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(path, timeout=60)
-    conn.executescript(_SCHEMA)
-    return conn
 
 
 def find_logs(root: Path) -> list[Path]:
@@ -106,7 +91,7 @@ def import_new(conn: sqlite3.Connection, root: Path, say=print) -> tuple[PassRes
     """Import the logs not imported yet; returns the pass's counts and the groups that got a new log."""
     result = PassResult()
     touched: set[tuple[str, str]] = set()
-    known = {p: (s, m) for p, s, m in conn.execute("SELECT path, size, mtime_ns FROM logs")}
+    known = state.known_logs(conn)
     for path in find_logs(root):
         result.seen += 1
         try:
@@ -124,20 +109,12 @@ def import_new(conn: sqlite3.Connection, root: Path, say=print) -> tuple[PassRes
             why = str(err).splitlines()[0] if str(err) else type(err).__name__
             why = why if why.startswith(key) else f"{key}: {why}"
             say(f"iez learn: skipping a corrupt Darshan log: {why[:400]}", file=sys.stderr)
-            conn.execute("INSERT OR REPLACE INTO logs (path, size, mtime_ns, status, detail, imported_at) "
-                         "VALUES (?, ?, ?, 'corrupt', ?, ?)", (key, st.st_size, st.st_mtime_ns, str(err)[:1000],
-                                                               time.time()))
-            conn.commit()
+            state.record_corrupt(conn, key, st.st_size, st.st_mtime_ns, str(err))
             result.corrupt += 1
             result.read_seconds += time.perf_counter() - started
             continue
         result.read_seconds += time.perf_counter() - started
-        with conn:  # the log's row and its group's pending mark together
-            conn.execute("INSERT OR REPLACE INTO logs (path, size, mtime_ns, status, app, user, jobid, start_key, "
-                         "requests, imported_at) VALUES (?, ?, ?, 'ok', ?, ?, ?, ?, ?, ?)",
-                         (key, st.st_size, st.st_mtime_ns, app, user, jobid, start, json.dumps(requests),
-                          time.time()))
-            conn.execute("INSERT OR IGNORE INTO pending (app, user) VALUES (?, ?)", (app, user))
+        state.record_imported(conn, key, st.st_size, st.st_mtime_ns, app, user, jobid, start, requests)
         result.imported += 1
         touched.add((app, user))
     return result, touched
@@ -147,11 +124,9 @@ def group_runs(conn: sqlite3.Connection, app: str, user: str):
     """The group's runs, oldest first, from the state (no log is read again)."""
     from iez.predict.series import PRequest, make_run
 
-    rows = conn.execute("SELECT path, jobid, requests FROM logs WHERE status = 'ok' AND app = ? AND user = ? "
-                        "ORDER BY start_key, imported_at, path", (app, user)).fetchall()
     runs = []
-    for path, jobid, requests in rows:
-        reqs = [PRequest(f, wb, sc, rank, pool) for f, wb, sc, rank, pool in json.loads(requests)]
+    for path, jobid, requests in state.group_logs(conn, app, user):
+        reqs = [PRequest(f, wb, sc, rank, pool) for f, wb, sc, rank, pool in requests]
         if reqs:
             runs.append(make_run(jobid or Path(path).name, reqs))
     return runs
@@ -163,15 +138,14 @@ def learn_pending(conn: sqlite3.Connection, settings, selection: str = "fast", s
     from iez.predict.learn import record_learning
 
     groups = stored = 0
-    for app, user in conn.execute("SELECT app, user FROM pending ORDER BY app, user").fetchall():
+    for app, user in state.pending_groups(conn):
         runs = group_runs(conn, app, user)
         if runs:
             prediction = predict(runs, selection)
             done = record_learning(settings, f"{app}.{user}", prediction, owner=user)
             stored += done["stored"]
             groups += 1
-        with conn:
-            conn.execute("DELETE FROM pending WHERE app = ? AND user = ?", (app, user))
+        state.group_done(conn, app, user)
     return groups, stored
 
 

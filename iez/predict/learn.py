@@ -43,6 +43,7 @@ from urllib.parse import quote
 
 from sqlalchemy import delete, func, select, update
 
+from iez.config import DEFAULT_MISS_RATE as DEFAULT_MISS_RATE  # `iez predict` names the default
 from iez.config import ConfigError, Settings, describe
 from iez.freshness import StaleRule
 from iez.db import open_db
@@ -53,27 +54,21 @@ from iez.db.requests import RequestIn, application, chunks, retire, upsert_reque
 from iez.maps import start_job_map
 from iez.predict.aipa import Prediction, predict
 from iez.predict.scope import Scope, job_scope
+from iez.runtime import find_library
 from iez.predict.series import PRequest, RunData, load_runs, make_run, natural_key, runs_of_tracedir
 from iez.trace.csvformat import read_counts
 from iez.trace.parse import RunCounts, counts_files, summarise_counts, trace_files
 
 RETRACE_ENV = "IEZ_RETRACE_MISS_RATE"
-DEFAULT_MISS_RATE = 0.5
-PRELOAD_ENV = "IEZ_PRELOAD_LIB"
 PREDICTED = "predicted"
 SCHEDULER_RUN_IDS = ("IEZ_RUN_ID", "SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID", "FLUX_JOB_ID")
 
 
 def retrace_threshold(value: float | None = None, env: dict | None = None) -> float:
-    """The miss rate above which an application is re-traced: ``value``, else the environment, else 0.5."""
+    """The miss rate above which an application is re-traced: ``value``, else ``IEZ_RETRACE_MISS_RATE``
+    (:class:`iez.config.Settings`, default 0.5)."""
     if value is None:
-        raw = (os.environ if env is None else env).get(RETRACE_ENV, "")
-        if raw.strip() == "":
-            return DEFAULT_MISS_RATE
-        try:
-            value = float(raw)
-        except ValueError:
-            raise ConfigError(f"{RETRACE_ENV}={raw!r} is not a number") from None
+        return Settings.from_env(env=env).retrace_miss_rate
     if not 0 <= value < 1:
         raise ConfigError(f"re-trace miss rate {value} must be in [0, 1)")
     return value
@@ -290,6 +285,35 @@ def load_trace(path: Path | str, app: str | None = None) -> list[RunData]:
     return load_runs(path, app)
 
 
+#: Requests per ``POST /v1/requests`` (the API takes 100,000 at most; smaller bodies stay under its size limit).
+API_BATCH = 20_000
+
+
+def post_learning(api: str, app: str, prediction: Prediction, allocate: str | None = None) -> dict:
+    """Store a prediction as ``app``'s requests through the REST API (``POST /v1/requests``, as the user the
+    environment authenticates), then ``POST /v1/allocate`` with ``allocate``: a compute node learning a job at
+    its end, where the DB is out of reach. Earlier predictions of the same files are updated in place; those
+    this one does not name stay (the API has no replace)."""
+    from iez.api.client import base_url, call
+
+    base = base_url(api)
+    named = [r.to_dict() for r in prediction.final.requests if r.file is not None]
+    for r in named:
+        r["source"] = PREDICTED
+        r["components"] = r.get("components") or None
+    stored = 0
+    for n in range(0, len(named), API_BATCH):
+        answer = json.loads(call(base, "POST", "/v1/requests", {"app": app, "requests": named[n:n + API_BATCH]}))
+        stored += len(answer["ids"])
+    out = {"api": base, "app": app, "stored": stored, "removed": 0,
+           "unnamed": len(prediction.final.requests) - len(named)}
+    if allocate:
+        placed = json.loads(call(base, "POST", "/v1/allocate", {"app": app, "policy": allocate}, timeout=300))
+        out["allocated"] = len(placed["allocations"])
+        out["refused"] = len(placed.get("refused", []))
+    return out
+
+
 def record_learning(settings: Settings, app: str, prediction: Prediction, allocate: str | None = None,
                     replace: bool = True, owner: str | None = None) -> dict:
     """Store a prediction as ``app``'s requests (and allocate them with ``allocate``); clears the re-trace flag."""
@@ -317,16 +341,6 @@ def learn(settings: Settings, app: str, runs: Sequence[RunData], selection: str 
 
 
 # ---- iez run ------------------------------------------------------------------------------------
-
-def preload_library(given: str | None = None) -> Path:
-    """libiez.so: ``given``, else ``$IEZ_PRELOAD_LIB``, else ``placement_lib/build/libiez.so`` beside the package."""
-    candidate = given or os.environ.get(PRELOAD_ENV)
-    path = Path(candidate) if candidate else Path(__file__).resolve().parents[2] / "placement_lib/build/libiez.so"
-    if not path.is_file():
-        raise ValueError(f"preload library {path} not found: build it with `make -C placement_lib` or set "
-                         f"{PRELOAD_ENV}")
-    return path.resolve()
-
 
 def epoch_runs(settings: Settings, app: str) -> list[RunData]:
     """The traced runs of the current learning phase (since the flag was raised, else all), oldest first."""
@@ -365,7 +379,7 @@ def run_app(settings: Settings, app: str, cmd: Sequence[str], force_trace: bool 
     if not cmd:
         raise ValueError("no command to run: iez run APP -- CMD [ARGS...]")
     threshold = retrace_threshold(threshold)
-    library = preload_library(preload)
+    library = find_library(preload)  # --preload, IEZ_PRELOAD_LIB, a source tree's build, the packaged copy
     info = status(settings, app, threshold)
     mode = "trace" if force_trace or info["next_mode"] == "trace" else "place"
     run_stamp = stamp()

@@ -106,7 +106,7 @@ def _linear_in_run(points: Sequence[tuple[int, int]]) -> tuple[int, int] | None:
     runs = sorted({r for r, _ in points})
     if len(runs) < 2:
         return None
-    by_run = {}
+    by_run: dict[int, int] = {}
     for r, v in points:
         if by_run.setdefault(r, v) != v:
             return None
@@ -198,7 +198,8 @@ class NameModel:
                 self.templates[skeleton] = None
                 continue
             rules = [_rule(obs, j, self.runs) for j in range(len(skeleton) - 1)]
-            self.templates[skeleton] = None if any(r is None for r in rules) else Template(skeleton, tuple(rules))
+            found = [r for r in rules if r is not None]
+            self.templates[skeleton] = Template(skeleton, tuple(found)) if len(found) == len(rules) else None
         last = runs[-1] if runs else []
         self.last_skeletons = [split(name)[0] if name is not None else None for name, _ in last]
 

@@ -52,6 +52,7 @@ from typing import Sequence
 
 import numpy as np
 
+from iez.errors import InputError
 from iez.layout.emulated import canonical_template, parse_attr
 from iez.layout.model import request_policy
 from iez.model import Component
@@ -120,7 +121,7 @@ def natural_key(text: str) -> list:
 
 # ---- reading runs -------------------------------------------------------------------------------
 
-class OtherApps(ValueError):
+class OtherApps(InputError):
     """Traces hold rows, but none of the application asked for; the message names the ones they hold."""
 
 
@@ -283,7 +284,8 @@ def detect(runs: Sequence[np.ndarray], horizon: int) -> Exact | None:
     if same_length and len(runs) >= 3 and period >= 1:
         deltas = [b - a for a, b in zip(runs, runs[1:])]
         if all(np.array_equal(d, deltas[0]) for d in deltas) and np.any(deltas[0] != 0):
-            out, current = [], last
+            out: list[np.ndarray] = []
+            current = last
             while sum(len(o) for o in out) < horizon:
                 current = current + deltas[0]
                 out.append(current)

@@ -40,6 +40,7 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
+from iez.lustre_limits import MAX_STRIPE_COUNT
 from iez.trace.csvformat import write_trace
 
 MIB = 1 << 20
@@ -80,8 +81,8 @@ class SynthSpec:
             raise ValueError(f"--ranks must be at least 1, got {self.ranks}")
         if self.runs < 1:
             raise ValueError(f"--runs must be at least 1, got {self.runs}")
-        if not 1 <= self.stripe_count <= 2000:
-            raise ValueError(f"--stripe-count must be 1 to 2000, got {self.stripe_count}")
+        if not 1 <= self.stripe_count <= MAX_STRIPE_COUNT:
+            raise ValueError(f"--stripe-count must be 1 to {MAX_STRIPE_COUNT}, got {self.stripe_count}")
         if not (math.isfinite(self.noise) and 0 <= self.noise < 1):
             raise ValueError(f"--noise must be a fraction in [0, 1), got {self.noise}")
         if self.hosts < 1:

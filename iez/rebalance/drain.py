@@ -44,8 +44,9 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
+from iez.errors import IezError
 from iez.rebalance.plan import File, Move
 
 STATE_NAME = "drain.json"
@@ -58,7 +59,7 @@ PASSES = 3
 DEFAULT_MAX_CREATE_COUNT = 20000
 
 
-class Cancelled(Exception):
+class Cancelled(IezError):
     """The drain was cancelled (``iez drain --cancel`` or SIGTERM) between two moves."""
 
 
@@ -70,11 +71,18 @@ class Target:
     roots: list[str]
     state_dir: Path
     cluster: Path | None = None
-    settings: object = None
+    settings: Any = None  # iez.config.Settings of a Lustre target
 
     @property
     def state_path(self) -> Path:
         return self.state_dir / STATE_NAME
+
+    @property
+    def emulated_root(self) -> Path:
+        """The emulated cluster's root (a Lustre target has none)."""
+        if self.cluster is None:
+            raise ValueError("this drain works on Lustre, not on an emulated cluster")
+        return self.cluster
 
 
 def resolve(cluster: str | None, root: str | None, settings, db_given: bool) -> Target:
@@ -181,7 +189,7 @@ def ost_names(target: Target, osts: list[int]) -> dict[int, str]:
     if target.kind == "emulated":
         from iez.emulate.cluster import ClusterLayout
 
-        layout = ClusterLayout.load(target.cluster)
+        layout = ClusterLayout.load(target.emulated_root)
         return {i: layout.ost_name(layout.ost(i).index) for i in osts}
     view = _live_view(target.settings)
     names = {o["index"]: o.get("name") for o in view["osts"]}
@@ -199,13 +207,13 @@ def stop_creates(target: Target, osts: list[int]) -> dict[int, int]:
     if target.kind == "emulated":
         from iez.emulate.cluster import ClusterLayout, set_param
 
-        layout = ClusterLayout.load(target.cluster)
+        layout = ClusterLayout.load(target.emulated_root)
         for i in osts:
             try:
                 before[i] = int((layout.osp_dir(i) / "max_create_count").read_text().split()[0])
             except (OSError, ValueError, IndexError):
                 before[i] = DEFAULT_MAX_CREATE_COUNT
-            set_param(target.cluster, f"{lctl_param(names[i])}=0")
+            set_param(target.emulated_root, f"{lctl_param(names[i])}=0")
         return before
     lctl = _lctl_path()
     for i in osts:
@@ -226,7 +234,7 @@ def allow_creates(target: Target, values: dict[int, int]) -> None:
         from iez.emulate.cluster import set_param
 
         for i, value in values.items():
-            set_param(target.cluster, f"{lctl_param(names[i])}={value}")
+            set_param(target.emulated_root, f"{lctl_param(names[i])}={value}")
         return
     lctl = _lctl_path()
     for i, value in values.items():
@@ -294,7 +302,7 @@ def bandwidths(target: Target) -> dict[int, float]:
     from iez.emulate.cluster import ClusterLayout
 
     return {o.index: o.bandwidth_mib_s * (1 << 20) or DEFAULT_OST_BANDWIDTH
-            for o in ClusterLayout.load(target.cluster).osts}
+            for o in ClusterLayout.load(target.emulated_root).osts}
 
 
 @dataclass
@@ -400,7 +408,7 @@ def plan_moves(inv, files: list[File], drained: set[int], loads: dict[int, float
     left: list[dict] = []
     for f in sorted(files, key=lambda f: -f.size):  # the largest first, while there is most room
         where = list(f.osts)
-        taken: list[tuple[int, int, float]] = []
+        taken: list[tuple[int, int, int]] = []
         failed = None
         object_pools = f.object_pools()
         for s in sorted((s for s in range(len(where)) if where[s] in drained), key=lambda s: -f.objects[s]):

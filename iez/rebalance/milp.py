@@ -91,9 +91,9 @@ def solve(osts: list[Ost], files: list[File], target: float, fill_cap: float = 0
                 add([(y(k, j), 1.0) for k in ks], -np.inf, 1.0)
     per_ost: list[list[tuple[int, float]]] = [[] for _ in range(nj)]
     for k, (fi, s) in enumerate(stripes):
-        b = files[fi].objects[s] / scale
+        part = files[fi].objects[s] / scale
         for j in range(nj):
-            per_ost[j].append((y(k, j), b))
+            per_ost[j].append((y(k, j), part))
     for j in range(nj):
         add(per_ost[j] + [(H, -cap[j])], -np.inf, -fixed[j])
         add(per_ost[j] + [(LO, -cap[j])], -fixed[j], np.inf)

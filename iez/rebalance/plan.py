@@ -31,6 +31,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import time
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 #: The fill spread the plan aims under when none is given.
@@ -68,7 +69,7 @@ class _Forbidden:
 
     __slots__ = ("osts", "domains", "dom")
 
-    def __init__(self, osts: set[int], domains: set = frozenset(), dom: dict | None = None):
+    def __init__(self, osts: set[int], domains: AbstractSet = frozenset(), dom: dict | None = None):
         self.osts, self.domains, self.dom = osts, domains, dom or {}
 
     def __contains__(self, j: int) -> bool:
@@ -269,7 +270,7 @@ class _Band:
 
     def __init__(self, capacity: dict[int, int], load: dict[int, float], files: list[File],
                  by_ost: dict[int, list[tuple[int, int]]], low: float, target: float, fill_cap: float,
-                 frozen: set[int] = frozenset(), exact_first: bool = True, asc=None, dom: dict | None = None):
+                 frozen: AbstractSet[int] = frozenset(), exact_first: bool = True, asc=None, dom: dict | None = None):
         self.capacity, self.files, self.by_ost = capacity, files, by_ost
         self.dom = dom or {}  # OST -> failure domain, for mirrored files
         self.load = dict(load)
@@ -344,7 +345,7 @@ class _Band:
     def _general(self, f: File, where: list[int], relocate: list[int], exact: bool) -> list[int] | None:
         """New OSTs for objects ``relocate`` of a composite or mirrored file, one at a time (largest first),
         each within its component's and its mirror's constraints (:meth:`File.forbidden`)."""
-        trial, chosen = list(where), set()
+        trial, chosen = list(where), set[int]()
         for s in sorted(relocate, key=lambda s: -f.objects[s]):
             forbid = f.forbidden(s, trial, self.dom) | ({where[s]} | chosen)
             got = self._destinations([f.objects[s]], forbid, exact)
@@ -546,6 +547,7 @@ def _search(capacity, load, files, by_ost, target, fill_cap, frozen=frozenset(),
             key = (max(spread(band.load, capacity), target), sum(files[i].size for i in moves), moves)
             if best is None or key[:2] < best[:2]:
                 best = key
+    assert best is not None  # offsets and modes are never empty
     return best
 
 
@@ -696,8 +698,8 @@ def plan_domain(osts: list[Ost], files: list[File], target: float = DEFAULT_TARG
     result.spread_before = result.spread_after = spread(load, capacity)
     if len(osts) < 2 or result.spread_before <= target:
         return result
-    low, result.lower_bound = balance_point(load, capacity, target)
-    result.lower_bound = int(result.lower_bound)
+    low, bound = balance_point(load, capacity, target)
+    result.lower_bound = int(bound)
     by_ost = _index(files)
     large = len(files) > LARGE_FILES
     dom = domains or {}

@@ -60,7 +60,8 @@ def domains(inv: Inventory, pool: str | None = None) -> list[tuple[str | None, l
     if not inv.pools:
         return [(None, sorted(usable))]
     pooled = set().union(*map(set, inv.pools.values()))
-    out = [(name, sorted(set(members) & usable)) for name, members in sorted(inv.pools.items())]
+    out: list[tuple[str | None, list[int]]] = [(name, sorted(set(members) & usable))
+                                               for name, members in sorted(inv.pools.items())]
     rest = sorted(usable - pooled)
     if rest:
         out.append((None, rest))

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
+from iez.errors import IezError
 from iez.rebalance import liveview
 from iez.rebalance.settings import BalanceSettings
 
@@ -47,7 +48,7 @@ IMPROVE_S = 1.0
 PLAN, JOURNAL = "pass.json", "pass.journal"
 
 
-class _Pause(Exception):
+class _Pause(IezError):
     """Raised from apply's log callback: stop after this move, the journal says where."""
 
 

@@ -120,9 +120,10 @@ def read_file(path: str | Path) -> tuple[dict, dict[str, str]]:
 def resolve(config: str | None, flags: dict[str, object], env: dict[str, str] | None = None) -> BalanceSettings:
     """Defaults, then the config file (``config``, else ``$IEZ_BALANCE_CONFIG`` when set), then the flags given
     (``flags``: key -> value, None when not given), checked."""
-    env = os.environ if env is None else env
+    from iez.config import Settings
+
     values, where = {}, {}
-    path = config or env.get(ENV_CONFIG) or None
+    path = config or Settings.from_env(env=env).balance_config
     if path:
         values, where = read_file(path)
     for key, value in flags.items():

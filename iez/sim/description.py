@@ -41,6 +41,7 @@ from typing import Any
 
 from iez.model import (DEFAULT_FILL_CAP, DEFAULT_OSS_BANDWIDTH, DEFAULT_OST_BANDWIDTH, OSS, OST, OST_STATES,
                        ClusterState)
+from iez.errors import InputError
 
 MiB = 1 << 20
 #: OSTs per OSS assumed for ``lfs df`` input, which does not name servers.
@@ -51,7 +52,7 @@ _OSS_KEYS = ("id", "bandwidth_mib_s", "domain", "cpu_pct", "mem_pct", "osts")
 _OST_KEYS = ("index", "kbytes_total", "kbytes_avail", "bandwidth_mib_s", "load_mib_s", "pools", "state", "writers")
 
 
-class DescriptionError(ValueError):
+class DescriptionError(InputError):
     """Bad cluster description; the message names the file and the line or field."""
 
 

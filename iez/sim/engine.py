@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 
 from iez.allocate import make_policy
-from iez.allocate.base import Refused, StripeRules, expand_requests
+from iez.allocate.base import Refused, StripeRules, expand_requests, part_objects
 from iez.model import ALL_OSTS, ClusterState, component_stripe_bytes, raid0_bytes
 from iez.sim.cluster import Overrides
 from iez.sim.metrics import (Bandwidths, balance, fill_spread, makespan, makespan_bound, ost_cost_bound,
@@ -56,6 +56,8 @@ class Settings:
     def policy_options(self, name: str) -> dict:
         if name == "iez":
             return {"fill_weight": self.fill_weight, "oss_load_weight": self.oss_load_weight}
+        if name == "greedy":
+            return {"oss_load_weight": self.oss_load_weight}
         if name == "qos":
             return {"threshold_rr": self.threshold_rr, "prio_free": self.prio_free}
         return {}
@@ -171,7 +173,7 @@ def job_objects(prepared: Prepared, requests, rules: StripeRules | None = None) 
         if count < 1 or count > usable_in(pool):
             continue  # no policy can place it: it is refused everywhere
         size = stripe_size or rules.size(request.write_bytes, count)
-        out.setdefault(pool, []).extend(raid0_bytes(request.write_bytes, size, count) * request.mirror_count)
+        out.setdefault(pool, []).extend(part_objects(request, size, count) * request.mirror_count)
     return out
 
 

@@ -69,10 +69,11 @@ from collections import defaultdict
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 from iez.model import EOF_END, Component
 from iez.trace.policy import composite, template_json
+from iez.errors import InputError
 
 DEFAULT_STRIPE_COUNT = 1  # Lustre's default layout when the log has no LUSTRE record
 #: Modules with byte counters: (module, counter prefix, has *_MAX_BYTE_WRITTEN).
@@ -116,7 +117,7 @@ class DarshanImport:
     partial_modules: list[str] = field(default_factory=list)  # modules that ran out of record memory
 
 
-class _BadLog(ValueError):
+class _BadLog(InputError):
     """What is wrong with a log, found by :func:`_check_records`."""
 
 
@@ -190,6 +191,7 @@ def read_log(path: str | Path, keep_read: bool = False) -> DarshanImport:
     with open(path, "rb"):  # a missing or unreadable file: the OSError names it
         pass
     darshan, backend = _darshan()
+    error: str | None
     with _captured_stderr() as messages:
         try:
             _check_records(backend, path)
@@ -310,7 +312,7 @@ def _layouts(report) -> dict[int, list[tuple[int, list[dict]]]]:
     for rec in _records(report, "LUSTRE"):
         comps = []
         for c in rec["components"]:
-            comp = {key: -1 if i is None else int(c["counters"][i]) for key, i in where.items()}
+            comp: dict[str, Any] = {key: -1 if i is None else int(c["counters"][i]) for key, i in where.items()}
             pool = c.get("pool_name", "")
             comp["pool"] = (pool.decode("ascii", "replace") if isinstance(pool, bytes) else str(pool)).strip("\0")
             comp["osts"] = [int(o) for o in c["ost_ids"]]
@@ -347,8 +349,9 @@ def _policy(records: list[tuple[int, list[dict]]] | None) -> tuple[str | None, t
     if not any(c["flags"] > 0 and c["flags"] & LCME_FL_INIT for c in comps):
         return pool, ()  # a plain layout
     first_mirror = comps[0]["mirror"]
-    template = [_component(c) for c in comps if c["mirror"] == first_mirror]
-    if not template or None in template or template[-1].end != EOF_END:
+    parts = [_component(c) for c in comps if c["mirror"] == first_mirror]
+    template = [c for c in parts if c is not None]
+    if not template or len(template) != len(parts) or template[-1].end != EOF_END:
         return pool, ()
     start, chained = 0, []
     for c in template:

@@ -41,7 +41,7 @@ import os
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Sequence, TypeVar
 
 from iez.layout.emulated import parse_attr
 from iez.model import Component
@@ -126,7 +126,10 @@ def _most_common(values: Iterable[int]) -> int | None:
     return max(v for v, n in counts.items() if n == best)
 
 
-def _most_common_of(values: Sequence) -> object:
+T = TypeVar("T")
+
+
+def _most_common_of(values: Sequence[T]) -> T | None:
     """The most common value (ties: the first seen), None for none."""
     if not values:
         return None

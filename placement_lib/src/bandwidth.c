@@ -54,6 +54,8 @@
 #define BW_FDS 65536      /* descriptors below this are tracked; above, not throttled */
 #define BW_COMPS 8        /* extents of one file's layout kept per descriptor */
 #define BW_OSTS 128       /* OSTs of one file's layout kept per descriptor */
+#define BW_TRUSTED_WRITERS 256 /* a lane's backlog is trusted up to this many writers' windows ... */
+#define BW_TRUSTED_MIN_S 5.0   /* ... and up to this many seconds in any case */
 
 struct bw_comp {
     uint64_t start, end, stripe_size;
@@ -142,7 +144,51 @@ static uint64_t class_key(const char *name)
     return h > 1 ? h : h + 2;
 }
 
-/* This process's class from IEZ_IO_CLASS, IEZ_IO_WEIGHT and IEZ_IO_SHARE: found by name or claimed. */
+/* Class slots are held with open-file-description locks (issue 31 item 4): a process in class k
+ * keeps a read lock on the first byte of slot k through its descriptor of the table, which the
+ * kernel drops when the last process sharing that descriptor (fork children included) exits,
+ * however it ends. A process that finds every slot taken claims one no process holds: it takes
+ * the write lock (granted only when no reader is left), renames the slot, clears its busy-until
+ * times and turns its lock into a read lock. */
+static int table_fd = -1;
+
+static int slot_lock(uint32_t k, short type, int cmd)
+{
+    struct flock fl = { .l_type = type, .l_whence = SEEK_SET, .l_len = 1, .l_pid = 0 };
+    fl.l_start = (off_t)(classes - table) + (off_t)k * BW_SLOT;
+    return fcntl(table_fd, cmd, &fl);
+}
+
+/* Holds slot k for key: 1 when it is this process's now. */
+static int hold(uint32_t k, uint64_t key)
+{
+    uint64_t *slot_key = (uint64_t *)(void *)(classes + (size_t)k * BW_SLOT);
+    if (table_fd >= 0 && slot_lock(k, F_RDLCK, F_OFD_SETLK) != 0)
+        return 0; /* being reclaimed this instant */
+    if (__atomic_load_n(slot_key, __ATOMIC_ACQUIRE) == key)
+        return 1;
+    if (table_fd >= 0)
+        slot_lock(k, F_UNLCK, F_OFD_SETLK);
+    return 0;
+}
+
+/* Slot k, which no process holds, renamed key: 1 when it is this process's now. */
+static int reclaim(uint32_t k, uint64_t key)
+{
+    if (table_fd < 0 || slot_lock(k, F_WRLCK, F_OFD_SETLK) != 0)
+        return 0;
+    uint64_t *slot_key = (uint64_t *)(void *)(classes + (size_t)k * BW_SLOT);
+    __atomic_store_n(slot_key, key, __ATOMIC_RELEASE);
+    for (uint32_t server = 0; server < nost_slots + noss_slots; server++)
+        __atomic_store_n(&lanes[(size_t)server * nclasses + k], 0, __ATOMIC_RELAXED);
+    if (class_names)
+        for (size_t j = 0; j < BW_NAME; j++)
+            __atomic_store_n(&class_names[(size_t)k * BW_NAME + j], 0, __ATOMIC_RELAXED);
+    return slot_lock(k, F_RDLCK, F_OFD_SETLK) == 0; /* the write lock becomes a read lock */
+}
+
+/* This process's class from IEZ_IO_CLASS, IEZ_IO_WEIGHT and IEZ_IO_SHARE: found by name, else a
+ * free slot claimed, else one whose processes have all exited. */
 static void join_class(void)
 {
     const char *name = getenv("IEZ_IO_CLASS");
@@ -167,32 +213,39 @@ static void join_class(void)
         else
             iez_debug("IEZ_IO_SHARE=%s is not a fraction in (0, 1]: no cap", f);
     }
-    for (uint32_t k = 1; k < nclasses; k++) {
-        uint64_t *slot_key = (uint64_t *)(void *)(classes + (size_t)k * BW_SLOT);
-        uint64_t seen = __atomic_load_n(slot_key, __ATOMIC_ACQUIRE);
-        if (seen == 0) {
+    uint32_t mine = 0;
+    for (int attempt = 0; attempt < 3 && !mine; attempt++) {
+        for (uint32_t k = 1; k < nclasses && !mine; k++) /* the class's own slot */
+            if (__atomic_load_n((uint64_t *)(void *)(classes + (size_t)k * BW_SLOT), __ATOMIC_ACQUIRE) == key &&
+                hold(k, key))
+                mine = k;
+        for (uint32_t k = 1; k < nclasses && !mine; k++) { /* a free one */
+            uint64_t *slot_key = (uint64_t *)(void *)(classes + (size_t)k * BW_SLOT);
             uint64_t expected = 0;
-            if (__atomic_compare_exchange_n(slot_key, &expected, key, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-                seen = key;
-            else
-                seen = expected;
+            if (__atomic_compare_exchange_n(slot_key, &expected, key, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE) ||
+                expected == key)
+                if (hold(k, key))
+                    mine = k;
         }
-        if (seen == key) {
-            if (class_names) { /* the name, for the emulated job_stats (the same bytes whoever writes it) */
-                unsigned char *n = class_names + (size_t)k * BW_NAME;
-                size_t len = strlen(name);
-                if (len > BW_NAME - 1)
-                    len = BW_NAME - 1;
-                for (size_t j = 0; j < len; j++)
-                    __atomic_store_n(&n[j], (unsigned char)name[j], __ATOMIC_RELAXED);
-            }
-            put_f64(classes + (size_t)k * BW_SLOT + 8, weight);
-            put_f64(classes + (size_t)k * BW_SLOT + 16, cap);
-            my_class = k;
-            return;
-        }
+        for (uint32_t k = 1; k < nclasses && !mine; k++) /* one no process holds */
+            if (reclaim(k, key))
+                mine = k;
     }
-    iez_debug("IEZ_IO_CLASS=%s: every class slot of the bandwidth table is taken: default class", name);
+    if (!mine) {
+        iez_debug("IEZ_IO_CLASS=%s: every class slot of the bandwidth table is held: default class", name);
+        return;
+    }
+    if (class_names) { /* the name, for the emulated job_stats (the same bytes whoever writes it) */
+        unsigned char *n = class_names + (size_t)mine * BW_NAME;
+        size_t len = strlen(name);
+        if (len > BW_NAME - 1)
+            len = BW_NAME - 1;
+        for (size_t j = 0; j < len; j++)
+            __atomic_store_n(&n[j], (unsigned char)name[j], __ATOMIC_RELAXED);
+    }
+    put_f64(classes + (size_t)mine * BW_SLOT + 8, weight);
+    put_f64(classes + (size_t)mine * BW_SLOT + 16, cap);
+    my_class = mine;
 }
 
 void iez_bw_load(const char *root)
@@ -212,7 +265,11 @@ void iez_bw_load(const char *root)
     void *p = MAP_FAILED;
     if (fstat(fd, &st) == 0 && st.st_size >= (off_t)BW_HEADER)
         p = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    iez_sys_close(fd);
+    int keep_fd = getenv("IEZ_IO_CLASS") && *getenv("IEZ_IO_CLASS") && p != MAP_FAILED;
+    if (keep_fd)
+        table_fd = iez_fd_above(fd); /* its locks hold this process's class slot (join_class) */
+    else
+        iez_sys_close(fd);
     if (p == MAP_FAILED) {
         iez_debug("IEZ_EMULATE=%s: cannot map %s: I/O is not slowed", root, path);
         return;
@@ -224,12 +281,18 @@ void iez_bw_load(const char *root)
         (uint64_t)st.st_size < BW_HEADER + ((uint64_t)no + ns + nc) * BW_SLOT + ((uint64_t)no + 2 * ns) * nc * 8) {
         iez_debug("IEZ_EMULATE=%s: %s is not a bandwidth table this libiez reads: I/O is not slowed", root, path);
         munmap(p, (size_t)st.st_size);
+        if (table_fd >= 0)
+            iez_sys_close(table_fd);
+        table_fd = -1;
         return;
     }
     void *f = mmap(NULL, sizeof(struct bw_file) * BW_FDS, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (f == MAP_FAILED) {
         munmap(p, (size_t)st.st_size);
+        if (table_fd >= 0)
+            iez_sys_close(table_fd);
+        table_fd = -1;
         return;
     }
     uint64_t w;
@@ -432,8 +495,17 @@ static uint64_t reserve(uint32_t server, unsigned char *slot, uint64_t bytes, ui
     uint64_t need = (uint64_t)((double)bytes / r * 1e9);
     uint64_t *busy = lanes + (size_t)server * nclasses + my_class;
     uint64_t old = __atomic_load_n(busy, __ATOMIC_RELAXED), end;
+    /* A busy-until beyond what the bytes in flight could justify is not trusted (issue 31 item 3): a
+     * table kept across a reboot (CLOCK_MONOTONIC restarts), processes in another time namespace, a
+     * corrupted table. Legitimately a lane is at most every writer's window ahead: BW_TRUSTED_WRITERS
+     * windows at this class's rate, and never less than BW_TRUSTED_MIN_S. Past that the lane starts
+     * afresh at `start`, so a call never waits longer than its own bytes plus that backlog. */
+    double trusted_s = (double)BW_TRUSTED_WRITERS * window / r;
+    if (trusted_s < BW_TRUSTED_MIN_S)
+        trusted_s = BW_TRUSTED_MIN_S;
+    uint64_t horizon = start + (uint64_t)(trusted_s * 1e9);
     do {
-        end = (old > start ? old : start) + need;
+        end = (old > start && old <= horizon ? old : start) + need;
     } while (!__atomic_compare_exchange_n(busy, &old, end, 1, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED));
     uint64_t slack = (uint64_t)(window / r * 1e9);
     *ret = end > start + slack ? end - slack : start;

@@ -22,6 +22,7 @@
 #include <time.h>
 
 static pthread_mutex_t db_lock = PTHREAD_MUTEX_INITIALIZER;
+int iez_db_connect_late;
 const char *iez_db_watched;  /* the SQLite DB's base name while libiez's connection is open, else NULL */
 static dev_t db_dev;         /* and its file */
 static ino_t db_ino;
@@ -154,6 +155,15 @@ int iez_db_is_mysql(const char *db)
     return !strncmp(rest, "://", 3);
 }
 
+/* This thread's CPU time, seconds. */
+static double thread_cpu(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+        return 0;
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 static int lock_until(double deadline)
 {
     double left = deadline - iez_mono();
@@ -172,6 +182,88 @@ int iez_db_lookup(const char *abspath, struct iez_alloc *out)
     return iez_db_lookup_until(abspath, out, iez_mono() + iez_cfg()->timeout_ms / 1000.0);
 }
 
+/* ---- lookups behind db_lock, served by whichever thread holds it ---------------------------------
+ * One connection per process serves every thread, one lookup at a time. Taking turns on a mutex made
+ * many threads at once lose their creates' time to each other (the lock went to whichever thread the
+ * scheduler ran next, a waiter had to be woken and run for every single lookup): with 64 threads x 50
+ * creates on 2 cores, hundreds of creates ran out of IEZ_TIMEOUT_MS waiting. So a thread that finds
+ * the lock taken queues its lookup (path, output, deadline) and sleeps; the holder, after its own,
+ * makes the queued ones in order within its own create's deadline, hands each its result, and
+ * when it stops wakes the first one still queued, which takes the lock and goes on. A queued lookup
+ * whose deadline passes is withdrawn (an error for that create only, as before); one being made is
+ * waited for (the holder makes it within that same deadline). Every release of db_lock goes through
+ * db_unlock, under q_lock, so a queued thread is never left asleep with the lock free. */
+struct db_request {
+    const char *abspath;
+    struct iez_alloc *out;
+    double deadline;
+    int state, rc;
+    pthread_cond_t wake; /* signalled under q_lock: done, or the lock may be free */
+    struct db_request *next;
+};
+enum { REQ_QUEUED, REQ_TAKEN, REQ_DONE };
+static pthread_mutex_t q_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct db_request *q_head, *q_tail;
+
+/* Under q_lock. */
+static void dequeue(struct db_request *r)
+{
+    struct db_request **at = &q_head, *prev = NULL;
+    while (*at && *at != r) {
+        prev = *at;
+        at = &(*at)->next;
+    }
+    if (!*at)
+        return;
+    *at = r->next;
+    if (q_tail == r)
+        q_tail = prev;
+    r->next = NULL;
+}
+
+static void db_unlock(void)
+{
+    pthread_mutex_lock(&q_lock);
+    if (q_head)
+        pthread_cond_signal(&q_head->wake); /* it takes the lock over */
+    pthread_mutex_unlock(&db_lock);
+    pthread_mutex_unlock(&q_lock);
+}
+
+static int lookup_locked(const struct iez_config *c, const char *abspath, struct iez_alloc *out, double deadline);
+
+/* The connection was made (once per process): the lookups queued meanwhile waited for it, not for other
+ * threads' lookups, and get that time back. Called with db_lock held. */
+static void extend_queued(double took)
+{
+    pthread_mutex_lock(&q_lock);
+    for (struct db_request *r = q_head; r; r = r->next)
+        r->deadline += took;
+    pthread_mutex_unlock(&q_lock);
+}
+
+/* The holder of db_lock: the queued lookups while its own create's deadline allows; then db_lock goes. */
+static void serve_queue(const struct iez_config *c, double own_deadline)
+{
+    pthread_mutex_lock(&q_lock);
+    while (q_head && iez_mono() < own_deadline) {
+        struct db_request *r = q_head;
+        dequeue(r);
+        r->state = REQ_TAKEN;
+        pthread_mutex_unlock(&q_lock);
+        /* within both creates' deadlines: the holder's own call returns by its IEZ_TIMEOUT_MS too */
+        int rc = lookup_locked(c, r->abspath, r->out, r->deadline < own_deadline ? r->deadline : own_deadline);
+        pthread_mutex_lock(&q_lock);
+        r->rc = rc;
+        r->state = REQ_DONE;
+        pthread_cond_signal(&r->wake);
+    }
+    if (q_head)
+        pthread_cond_signal(&q_head->wake);
+    pthread_mutex_unlock(&db_lock);
+    pthread_mutex_unlock(&q_lock);
+}
+
 int iez_db_lookup_until(const char *abspath, struct iez_alloc *out, double deadline)
 {
     const struct iez_config *c = iez_cfg();
@@ -185,14 +277,63 @@ int iez_db_lookup_until(const char *abspath, struct iez_alloc *out, double deadl
         iez_debug("no DB lookup of %s in a vfork() child (a layout map would answer)", abspath);
         return IEZ_LOOKUP_ERROR;
     }
-    if (lock_until(deadline) != 0) {
-        iez_debug("lookup of %s: other threads' lookups took the create's IEZ_TIMEOUT_MS", abspath);
-        return IEZ_LOOKUP_ERROR; /* this create only: the DB itself answers */
+    if (pthread_mutex_trylock(&db_lock) != 0) {
+        struct db_request me = { abspath, out, deadline, REQ_QUEUED, IEZ_LOOKUP_ERROR, PTHREAD_COND_INITIALIZER,
+                                 NULL };
+        pthread_mutex_lock(&q_lock);
+        if (q_tail)
+            q_tail->next = &me;
+        else
+            q_head = &me;
+        q_tail = &me;
+        int holder = 0;
+        for (;;) {
+            if (me.state == REQ_DONE)
+                break;
+            if (me.state == REQ_QUEUED && pthread_mutex_trylock(&db_lock) == 0) {
+                dequeue(&me);
+                holder = 1;
+                deadline = me.deadline; /* moved on by a connection made meanwhile */
+                break;
+            }
+            double now = iez_mono();
+            if (me.state == REQ_QUEUED && now >= me.deadline) {
+                dequeue(&me);
+                if (q_head)
+                    pthread_cond_signal(&q_head->wake); /* in case this one was woken to take the lock */
+                break;
+            }
+            /* queued: until the deadline; being made: the holder finishes it within that deadline */
+            double until = me.state == REQ_QUEUED ? me.deadline : now + 0.01;
+            struct timespec ts = { (time_t)until, (long)((until - (double)(time_t)until) * 1e9) };
+            pthread_cond_clockwait(&me.wake, &q_lock, CLOCK_MONOTONIC, &ts);
+        }
+        pthread_mutex_unlock(&q_lock);
+        pthread_cond_destroy(&me.wake);
+        if (!holder) {
+            if (me.state != REQ_DONE)
+                iez_debug("lookup of %s: other threads' lookups took the create's IEZ_TIMEOUT_MS", abspath);
+            return me.rc; /* an error for this create only when withdrawn: the DB itself answers */
+        }
     }
+    int rc = lookup_locked(c, abspath, out, deadline);
+    serve_queue(c, deadline);
+    return rc;
+}
+
+/* One lookup, db_lock held. */
+static int lookup_locked(const struct iez_config *c, const char *abspath, struct iez_alloc *out, double deadline)
+{
     int rc = IEZ_LOOKUP_ERROR;
     iez_hide_fds++;
     if (disabled)
         goto out;
+    /* when the lock came, how much of this create's time the DB itself gets (issue 31 item 7) */
+    double got = iez_mono();
+    if (got >= deadline) {
+        iez_debug("lookup of %s: other threads' lookups took the create's IEZ_TIMEOUT_MS", abspath);
+        goto out; /* this create only: the DB was not even asked */
+    }
     if (off_why) {
         iez_debug("no DB lookups in this process: %s (a layout map would answer)", off_why);
         disabled = 1;
@@ -219,7 +360,20 @@ int iez_db_lookup_until(const char *abspath, struct iez_alloc *out, double deadl
         }
     }
     if (!conn) {
+        double cpu = thread_cpu(), began = iez_mono();
+        iez_db_connect_late = 0;
         conn = backend->connect(c, deadline);
+        int late = !conn && iez_db_connect_late && thread_cpu() - cpu < c->timeout_ms / 2000.0;
+        if (conn || late)
+            extend_queued(iez_mono() - began); /* the queued lookups waited for the connection, not for lookups */
+        if (late) {
+            /* SQLite's first read of the schema stopped at the deadline, having used less than half of
+             * IEZ_TIMEOUT_MS of this thread's time (waiting, a loaded machine): this create only, the
+             * next one connects again. Several processes opening the DB at once on a loaded machine
+             * switched lookups off for whole processes here. */
+            iez_debug("connecting to %s ran out of the create's IEZ_TIMEOUT_MS: this create only", c->db);
+            goto out;
+        }
         if (!conn) {
             iez_debug("cannot use the interaction DB %s: lookups are off for this process", c->db);
             disabled = 1;
@@ -233,7 +387,19 @@ int iez_db_lookup_until(const char *abspath, struct iez_alloc *out, double deadl
             __atomic_store_n(&iez_db_watched, slash ? slash + 1 : c->db_file, __ATOMIC_RELEASE);
         }
     }
+    double cpu = thread_cpu();
     rc = backend->lookup(conn, abspath, out, deadline);
+    if (rc == IEZ_LOOKUP_LATE) {
+        rc = IEZ_LOOKUP_ERROR;
+        if (thread_cpu() - cpu < c->timeout_ms / 2000.0) {
+            /* SQLite stopped at the deadline, having used less than half of IEZ_TIMEOUT_MS of this thread's
+             * time: the thread waited (other threads' lookups) or was not run (a loaded machine), the
+             * query itself is not slow. This create only; lookups stay on. */
+            iez_debug("lookup of %s ran out of the create's IEZ_TIMEOUT_MS (%.1f ms of it in SQLite's work): "
+                      "this create only", abspath, (thread_cpu() - cpu) * 1e3);
+            goto out;
+        }
+    }
     if (rc == IEZ_LOOKUP_ERROR && backend == &iez_mariadb_backend && iez_mono() < deadline) {
         /* The server may have restarted since the last lookup: one new connection, same deadline. */
         backend->abandon(conn);
@@ -241,13 +407,21 @@ int iez_db_lookup_until(const char *abspath, struct iez_alloc *out, double deadl
         if (conn)
             rc = backend->lookup(conn, abspath, out, deadline);
     }
-    if (rc == IEZ_LOOKUP_ERROR) {
+    if (rc == IEZ_LOOKUP_ERROR && backend == &iez_sqlite_backend && iez_mono() >= deadline &&
+        iez_mono() - got < c->timeout_ms / 1000.0) {
+        /* The create's time ran out in SQLite's busy handler (another process's lock), but part of it
+         * went to waiting for other threads' lookups: the DB did not itself take IEZ_TIMEOUT_MS, so this
+         * create only is an error and lookups stay on (the statement is reset, the connection usable).
+         * A MariaDB connection timed out inside its query cannot be used again: that still switches
+         * lookups off. */
+        iez_debug("lookup of %s ran out of the create's IEZ_TIMEOUT_MS after waiting for other threads' "
+                  "lookups: this create only", abspath);
+    } else if (rc == IEZ_LOOKUP_ERROR) {
         iez_debug("lookup of %s failed: lookups are off for this process", abspath);
         disabled = 1;
     }
 out:
     iez_hide_fds--;
-    pthread_mutex_unlock(&db_lock);
     return rc;
 }
 
@@ -267,7 +441,7 @@ static void release_for_emfile(void *p)
         *released = 1;
         iez_debug("the application ran out of descriptors: the DB connection gave its own back, lookups are off");
     }
-    pthread_mutex_unlock(&db_lock);
+    db_unlock();
 }
 
 /* The application opened the interaction DB itself (iez's own tools, an administrator's sqlite3):
@@ -291,7 +465,7 @@ static void step_aside(void *p)
         __atomic_store_n(&iez_db_watched, NULL, __ATOMIC_RELEASE);
         iez_debug("the application opened the interaction DB itself: libiez closed its connection, lookups are off");
     }
-    pthread_mutex_unlock(&db_lock);
+    db_unlock();
 }
 
 void iez_db_app_opened(const char *path, int fd)
@@ -342,13 +516,16 @@ void iez_db_atfork_prepare(void)
 void iez_db_atfork_parent(void)
 {
     if (fork_locked)
-        pthread_mutex_unlock(&db_lock);
+        db_unlock();
 }
 
 void iez_db_atfork_child(void)
 {
     if (iez_cfg()->mode != IEZ_MODE_PLACE || disabled)
         return;
+    /* queued lookups are other threads', which do not exist here (and one may have held q_lock) */
+    pthread_mutex_init(&q_lock, NULL);
+    q_head = q_tail = NULL;
     if (fork_locked) {
         if (conn && backend && backend->abandon)
             backend->abandon(conn);

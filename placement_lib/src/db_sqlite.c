@@ -31,6 +31,8 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdint.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -86,11 +88,129 @@ static int hook_fcntl(int fd, int cmd, ...)
     return (int)syscall(SYS_fcntl, fd, cmd, arg);
 }
 
+/* SQLite's memory (issue 31 item 2): never glibc's malloc. A create may come from a signal handler
+ * that interrupted the application inside malloc (open() is async-signal-safe); a lookup that
+ * called malloc there would deadlock on the arena's lock. libiez's own copy of SQLite therefore
+ * allocates from memory it maps itself: power-of-two blocks (16 bytes to 1 MiB, a 16-byte header
+ * naming the class) carved from 1 MiB regions and kept on per-class free lists, larger blocks
+ * mapped one by one. Every call into SQLite is made under the DB lock (db.c), so the lists need no
+ * lock of their own; mmap and munmap are system calls, safe anywhere. */
+#define POOL_MIN_SHIFT 4
+#define POOL_MAX_SHIFT 20
+#define POOL_HEAD 16u
+#define POOL_REGION (1u << 20)
+struct pool_block {
+    struct pool_block *next;
+};
+static struct pool_block *pool_free[POOL_MAX_SHIFT + 1];
+static unsigned char *pool_next, *pool_end;
+
+static unsigned pool_class(size_t n)
+{
+    unsigned k = POOL_MIN_SHIFT;
+    while (k <= POOL_MAX_SHIFT && ((size_t)1 << k) < n + POOL_HEAD)
+        k++;
+    return k;
+}
+
+static void *pool_malloc(int n)
+{
+    if (n <= 0)
+        return NULL;
+    unsigned k = pool_class((size_t)n);
+    unsigned char *b;
+    if (k > POOL_MAX_SHIFT) {
+        size_t len = ((size_t)n + POOL_HEAD + 4095) & ~(size_t)4095;
+        b = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (b == MAP_FAILED)
+            return NULL;
+        ((uint64_t *)b)[0] = 0;
+        ((uint64_t *)b)[1] = len;
+        return b + POOL_HEAD;
+    }
+    if (pool_free[k]) {
+        b = (unsigned char *)pool_free[k];
+        pool_free[k] = pool_free[k]->next;
+    } else {
+        size_t size = (size_t)1 << k;
+        if ((size_t)(pool_end - pool_next) < size) {
+            unsigned char *r = mmap(NULL, POOL_REGION, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            if (r == MAP_FAILED)
+                return NULL;
+            pool_next = r; /* the rest of the old region is left unused */
+            pool_end = r + POOL_REGION;
+        }
+        b = pool_next;
+        pool_next += size;
+    }
+    ((uint64_t *)b)[0] = k;
+    ((uint64_t *)b)[1] = ((size_t)1 << k) - POOL_HEAD;
+    return b + POOL_HEAD;
+}
+
+static void pool_free_block(void *p)
+{
+    if (!p)
+        return;
+    unsigned char *b = (unsigned char *)p - POOL_HEAD;
+    uint64_t k = ((uint64_t *)b)[0];
+    if (k == 0) {
+        munmap(b, (size_t)((uint64_t *)b)[1]);
+        return;
+    }
+    struct pool_block *f = (struct pool_block *)b;
+    f->next = pool_free[k];
+    pool_free[k] = f;
+}
+
+static int pool_size(void *p)
+{
+    if (!p)
+        return 0;
+    uint64_t *h = (uint64_t *)((unsigned char *)p - POOL_HEAD);
+    return (int)(h[0] == 0 ? h[1] - POOL_HEAD : h[1]);
+}
+
+static void *pool_realloc(void *p, int n)
+{
+    if (!p)
+        return pool_malloc(n);
+    int have = pool_size(p);
+    if (n <= have)
+        return p;
+    void *q = pool_malloc(n);
+    if (q) {
+        memcpy(q, p, (size_t)have);
+        pool_free_block(p);
+    }
+    return q;
+}
+
+static int pool_roundup(int n)
+{
+    unsigned k = pool_class((size_t)n);
+    return k > POOL_MAX_SHIFT ? n : (int)(((size_t)1 << k) - POOL_HEAD);
+}
+
+static int pool_init(void *arg) { return SQLITE_OK; }
+static void pool_shutdown(void *arg) {}
+
+static const sqlite3_mem_methods pool_methods = { pool_malloc, pool_free_block, pool_realloc, pool_size,
+                                                  pool_roundup, pool_init, pool_shutdown, NULL };
+
 /* Once, before the first connection: SQLite reads its system-call table at each call. */
 static int hook(void)
 {
     if (hooked)
         return 0;
+    static int configured;
+    if (!configured) {
+        /* before SQLite initializes itself: its memory is libiez's own (above); no lookaside */
+        if (sqlite3_config(SQLITE_CONFIG_MALLOC, &pool_methods) != SQLITE_OK ||
+            sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0) != SQLITE_OK)
+            return -1;
+        configured = 1;
+    }
     sqlite3_vfs *vfs = sqlite3_initialize() == SQLITE_OK ? sqlite3_vfs_find("unix") : NULL;
     if (!vfs || !vfs->xSetSystemCall)
         return -1;
@@ -134,7 +254,8 @@ static void sqlite_close(void *arg)
     sqlite3_finalize(c->stmt);
     sqlite3_close_v2(c->db);
     iez_busy--;
-    free(c);
+    c->db = NULL;
+    c->stmt = NULL;
 }
 
 static void *sqlite_connect(const struct iez_config *cfg, double deadline)
@@ -153,13 +274,20 @@ static void *sqlite_connect(const struct iez_config *cfg, double deadline)
         inherited = NULL;
         iez_fd_forget_all();
     }
+    struct stat st;
+    if (stat(cfg->db_file, &st) != 0) {
+        /* nothing to open (IEZ_DB unset and no DB at the default place): found before anything is
+         * set up or allocated, so a create in a signal handler costs one stat */
+        iez_debug("SQLite %s: %s", cfg->db_file, strerror(errno));
+        return NULL;
+    }
     if (hook() != 0) {
         iez_debug("SQLite: cannot give libiez's own SQLite its system calls");
         return NULL;
     }
-    struct sqlite_conn *c = calloc(1, sizeof *c);
-    if (!c)
-        return NULL;
+    static struct sqlite_conn one; /* one connection per process, made and closed under the DB lock */
+    struct sqlite_conn *c = &one;
+    memset(c, 0, sizeof *c);
     c->deadline = deadline;
     iez_busy++;
     int rc = sqlite3_open_v2(cfg->db_file, &c->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL);
@@ -169,6 +297,7 @@ static void *sqlite_connect(const struct iez_config *cfg, double deadline)
         rc = sqlite3_prepare_v2(c->db, IEZ_PLACEMENTS_QUERY "?1 LIMIT 1", -1, &c->stmt, NULL);
     }
     iez_busy--;
+    iez_db_connect_late = rc == SQLITE_INTERRUPT; /* the progress handler: the deadline passed meanwhile */
     if (rc != SQLITE_OK) {
         iez_debug("SQLite %s: %s", cfg->db_file, c->db ? sqlite3_errmsg(c->db) : sqlite3_errstr(rc));
         sqlite_close(c);
@@ -196,6 +325,9 @@ static int sqlite_lookup(void *arg, const char *abspath, struct iez_alloc *out, 
                             column_text(c->stmt, 2), column_text(c->stmt, 3), column_text(c->stmt, 4), out);
     } else if (rc == SQLITE_DONE) {
         result = IEZ_LOOKUP_MISSING;
+    } else if (rc == SQLITE_INTERRUPT) {
+        result = IEZ_LOOKUP_LATE; /* the progress handler: the deadline passed while the query ran */
+        iez_debug("SQLite lookup of %s: interrupted at the create's deadline", abspath);
     } else {
         iez_debug("SQLite lookup of %s: %s", abspath, sqlite3_errmsg(sqlite3_db_handle(c->stmt)));
     }

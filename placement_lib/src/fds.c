@@ -7,7 +7,8 @@
  * be SQLite's. Each one is therefore moved, close-on-exec, above the
  * application's range: past RLIMIT_NOFILE's soft limit (raised for the one
  * F_DUPFD and restored at once; descriptors above the limit stay valid), or,
- * where the limit cannot be raised, to the top of the range.
+ * where the limit cannot be raised, to the top of the range (its last 64
+ * numbers; at a limit of 128 or less its last quarter; below 16, not moved).
  *
  * The application can still close them (close_range, closefrom, a loop over
  * every number) or put its own files on their numbers (dup2). Each is recorded
@@ -56,8 +57,25 @@ static int dup_above(int fd)
         nfd = fcntl(fd, F_DUPFD_CLOEXEC, base);
         setrlimit(RLIMIT_NOFILE, &old);
     }
+    /* the top of the range: the last numbers an application reaches (its last ROOM numbers, or at a
+     * limit of 128 or less without CAP_SYS_RESOURCE its last quarter: issue 31 item 5) */
     if (nfd < 0 && base > 2 * ROOM)
-        nfd = fcntl(fd, F_DUPFD_CLOEXEC, base - ROOM); /* the top of the range: the last numbers an application reaches */
+        nfd = fcntl(fd, F_DUPFD_CLOEXEC, base - ROOM);
+    else if (nfd < 0 && base >= 16)
+        nfd = fcntl(fd, F_DUPFD_CLOEXEC, base - base / 4);
+    return nfd;
+}
+
+/* fd moved above the application's range as iez_fd_hide does, but not recorded as the DB's (the
+ * bandwidth table's descriptor, which only holds locks): the new descriptor, or fd itself. */
+int iez_fd_above(int fd)
+{
+    if (fd < 0)
+        return fd;
+    int nfd = dup_above(fd);
+    if (nfd < 0)
+        return fd;
+    iez_sys_close(fd);
     return nfd;
 }
 

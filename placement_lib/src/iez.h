@@ -82,6 +82,7 @@ void *iez_tmp_alloc(size_t n);
 void iez_tmp_free(void *p); /* gives back p and everything handed out after it */
 /* Set while the DB clients run: the descriptors they open are moved above the application's range. */
 extern IEZ_TLS int iez_hide_fds;
+int iez_fd_above(int fd);   /* moved above the application's range, close-on-exec, not recorded */
 int iez_fd_hide(int fd);    /* the descriptor that replaces fd (close-on-exec, recorded) */
 void iez_fd_forget(int fd); /* the DB client closed it */
 void iez_fd_forget_all(void);
@@ -102,6 +103,10 @@ double iez_mono(void);      /* CLOCK_MONOTONIC seconds: every deadline */
 int iez_abspath(int dirfd, const char *path, char *out, size_t outlen);
 void iez_normalise(char *path);
 int iez_has_prefix(const char *path, const char *prefix);
+/* Temporary names (tempname.c): the final name that pattern k of IEZ_TEMP_PATTERNS gives the temporary
+ * abspath (same directory) into out; 1 when the pattern matches. */
+#define IEZ_TEMP_PATTERNS 5
+int iez_temp_final(const char *abspath, int k, char *out, size_t cap);
 
 /* ---- layouts (layout.c) ------------------------------------------------ */
 #define IEZ_MAX_COMPS 64          /* components of one composite layout iez reads or applies */
@@ -195,6 +200,11 @@ struct iez_alloc {
     char default_layout[IEZ_TEMPLATE_MAX];
 };
 enum { IEZ_LOOKUP_ERROR = -1, IEZ_LOOKUP_MISSING = 0, IEZ_LOOKUP_FOUND = 1 };
+/* a backend's lookup stopped by the create's deadline in the middle of its work (SQLite's progress handler);
+ * db.c makes it IEZ_LOOKUP_ERROR */
+#define IEZ_LOOKUP_LATE (-3)
+/* set by a backend's connect that failed because the create's deadline passed in the middle of its work */
+extern int iez_db_connect_late;
 int iez_db_lookup(const char *abspath, struct iez_alloc *out);
 /* The same, for a create that must be done by deadline (iez_mono): waiting for other threads' lookups included. */
 int iez_db_lookup_until(const char *abspath, struct iez_alloc *out, double deadline);
@@ -254,6 +264,8 @@ int iez_bw_set_mirror(int fd, unsigned long mirror);
 
 /* ---- placement (place.c) ----------------------------------------------- */
 struct iez_created {
+    int follow;                   /* set by the caller: a dangling link's target may be created (no O_EXCL, no O_NOFOLLOW) */
+    int linked;                   /* the file is a dangling link's target: an undo follows the link again */
     int created;
     int sidecar;                  /* its layout went to the sidecar log: an undo says so there too */
     dev_t dev;
@@ -314,6 +326,8 @@ static inline void iez_count_write(int fd, ssize_t n)
         __atomic_add_fetch(&r->bytes, (uint64_t)n, __ATOMIC_RELAXED);
 }
 void iez_trace_closing(int fd);
+/* A rename that succeeded: the record of from (absolute) now says to, so the row holds the final name. */
+void iez_trace_renamed(const char *from, const char *to);
 void *iez_trace_detach(int fd);
 void iez_trace_size_by_path(void *record);
 void iez_report_atfork_child(void);

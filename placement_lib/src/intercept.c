@@ -18,7 +18,7 @@ SLOT(__openat_2); SLOT(__openat64_2); SLOT(fopen); SLOT(fopen64); SLOT(close); S
 SLOT(write); SLOT(pwrite); SLOT(pwrite64); SLOT(writev); SLOT(pwritev); SLOT(pwritev64); SLOT(pwritev2);
 SLOT(copy_file_range); SLOT(sendfile); SLOT(sendfile64); SLOT(_exit); SLOT(_Exit); SLOT(socket);
 SLOT(ioctl); SLOT(read); SLOT(pread); SLOT(pread64); SLOT(readv); SLOT(preadv); SLOT(preadv64); SLOT(preadv2);
-SLOT(preadv64v2); SLOT(pwritev64v2);
+SLOT(preadv64v2); SLOT(pwritev64v2); SLOT(rename); SLOT(renameat); SLOT(renameat2);
 
 typedef FILE *(*fopen_fn)(const char *, const char *);
 typedef int (*open2_fn)(const char *, int);
@@ -77,8 +77,10 @@ static int open_common(enum which w, int dirfd, const char *path, int flags, uns
     int fd = -1, how = IEZ_PLACE_PLAIN;
     if (cfg->mode == IEZ_MODE_PLACE && creates(flags)) {
         how = iez_place_open(call_open, w, at, path, flags, mode, &fd);
-        if (how == IEZ_PLACE_PRECREATE)
+        if (how == IEZ_PLACE_PRECREATE) {
+            c.follow = !(flags & (O_EXCL | O_NOFOLLOW)); /* with either, a dangling link makes the call fail */
             iez_place_before(at, path, mode, &c);
+        }
     }
     if (how != IEZ_PLACE_DONE) {
         fd = call_open(w, dirfd, path, c.created ? flags & ~O_EXCL : flags, mode);
@@ -181,13 +183,19 @@ IEZ_EXPORT int __openat64_2(int dirfd, const char *path, int flags)
     return traced(dirfd, path, flags, f ? f(dirfd, path, flags) : call_open(W_OPENAT64, dirfd, path, flags, 0));
 }
 
+#define FOPEN_MODE_CHARS 7 /* the mode characters glibc's fopen reads */
+
 /* The open flags of an fopen mode that creates ("w" or "a", then only 'b', '+', 'x' (O_EXCL) and 'e'
  * (O_CLOEXEC), as glibc reads them) and the mode fdopen takes for the same stream ("w", "a", "w+",
  * "a+"): 0 for any other mode, which keeps the pre-creating path. */
 static int fopen_flags(const char *mode, int *flags, char *stream_mode, size_t cap)
 {
     int plus = 0, excl = 0, cloexec = 0;
-    for (const char *m = mode + 1; *m; m++) {
+    if (strstr(mode, ",ccs="))
+        return 0; /* glibc looks for it past the 7 characters too */
+    /* glibc reads the first character and at most 6 more (libio/fileops.c): the rest is ignored, so
+     * "wbbbbbbx" truncates (issue 31 item 9) */
+    for (const char *m = mode + 1; *m && m < mode + FOPEN_MODE_CHARS; m++) {
         if (*m == '+')
             plus = 1;
         else if (*m == 'x')
@@ -240,11 +248,12 @@ static FILE *fopen_placed(fopen_fn real, const char *path, const char *mode)
         }
     }
     if (how == IEZ_PLACE_PRECREATE && cfg->mode == IEZ_MODE_PLACE && (mode[0] == 'w' || mode[0] == 'a')) {
+        c.follow = !memchr(mode, 'x', strnlen(mode, FOPEN_MODE_CHARS)); /* "x": O_EXCL, never through a link */
         iez_place_before(AT_FDCWD, path, 0666, &c);
-        if (c.created && strchr(mode, 'x') && strlen(mode) < sizeof plain) {
+        if (c.created && memchr(mode, 'x', strnlen(mode, FOPEN_MODE_CHARS)) && strlen(mode) < sizeof plain) {
             size_t n = 0;
             for (const char *m = mode; *m; m++)
-                if (*m != 'x')
+                if (*m != 'x' || m >= mode + FOPEN_MODE_CHARS) /* an 'x' glibc reads: the file is ours now */
                     plain[n++] = *m;
             plain[n] = '\0';
             use = plain;
@@ -570,6 +579,65 @@ IEZ_EXPORT int socket(int domain, int type, int protocol)
 {
     int fd = REAL(socket, int (*)(int, int, int))(domain, type, protocol);
     return iez_hide_fds && iez_busy && fd >= 0 ? iez_fd_hide(fd) : fd;
+}
+
+/* ---- renames (tracing) ------------------------------------------------------- */
+
+struct renamed_args {
+    int olddirfd, newdirfd;
+    const char *oldpath, *newpath;
+};
+
+static void on_stack_renamed(void *p)
+{
+    struct renamed_args *a = p;
+    char *from = iez_tmp_alloc(IEZ_PATH_MAX);
+    char *to = from ? iez_tmp_alloc(IEZ_PATH_MAX) : NULL;
+    if (to && iez_abspath(a->olddirfd, a->oldpath, from, IEZ_PATH_MAX) == 0 &&
+        iez_abspath(a->newdirfd, a->newpath, to, IEZ_PATH_MAX) == 0 && strcmp(from, to) != 0 &&
+        iez_path_considered(to))
+        iez_trace_renamed(from, to);
+    iez_tmp_free(from);
+}
+
+/* After a rename that succeeded: the traced file's record follows it. errno is the call's. */
+static int renamed(int rc, int olddirfd, const char *oldpath, int newdirfd, const char *newpath)
+{
+    if (rc != 0 || iez_busy || iez_cfg()->mode != IEZ_MODE_TRACE || !oldpath || !newpath)
+        return rc;
+    int saved = errno;
+    iez_busy++;
+    struct renamed_args a = { olddirfd, newdirfd, oldpath, newpath };
+    iez_on_stack(on_stack_renamed, &a); /* when it cannot run, the row keeps the old name */
+    iez_busy--;
+    errno = saved;
+    return rc;
+}
+
+IEZ_EXPORT int rename(const char *oldpath, const char *newpath)
+{
+    int (*f)(const char *, const char *) = REAL(rename, int (*)(const char *, const char *));
+    int rc = f ? f(oldpath, newpath) : (int)syscall(SYS_renameat2, AT_FDCWD, oldpath, AT_FDCWD, newpath, 0);
+    return renamed(rc, AT_FDCWD, oldpath, AT_FDCWD, newpath);
+}
+
+IEZ_EXPORT int renameat(int olddirfd, const char *oldpath, int newdirfd, const char *newpath)
+{
+    int (*f)(int, const char *, int, const char *) = REAL(renameat, int (*)(int, const char *, int, const char *));
+    int rc = f ? f(olddirfd, oldpath, newdirfd, newpath)
+               : (int)syscall(SYS_renameat2, olddirfd, oldpath, newdirfd, newpath, 0);
+    return renamed(rc, olddirfd, oldpath, newdirfd, newpath);
+}
+
+IEZ_EXPORT int renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, unsigned flags)
+{
+    int (*f)(int, const char *, int, const char *, unsigned) =
+        REAL(renameat2, int (*)(int, const char *, int, const char *, unsigned));
+    int rc = f ? f(olddirfd, oldpath, newdirfd, newpath, flags)
+               : (int)syscall(SYS_renameat2, olddirfd, oldpath, newdirfd, newpath, flags);
+    if (flags & RENAME_EXCHANGE)
+        return rc; /* both names stay in use: each row keeps the name it was written under */
+    return renamed(rc, olddirfd, oldpath, newdirfd, newpath);
 }
 
 /* ---- process life --------------------------------------------------------- */

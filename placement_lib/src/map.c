@@ -2,10 +2,20 @@
  * layouts in one immutable constant database (D. J. Bernstein's CDB format),
  * mapped once when the library is loaded.
  *
- * A lookup is a probe in mapped memory: no lock, no allocation, no system
- * call, no descriptor, no socket. So it scales to any number of ranks (no DB
- * connection), is async-signal-safe and survives fork (the mapping is
- * inherited). The file is closed as soon as it is mapped. Every offset read
+ * A lookup is a probe in memory: no lock, no allocation, no system call, no
+ * descriptor, no socket. So it scales to any number of ranks (no DB
+ * connection), is async-signal-safe and survives fork (the memory is
+ * inherited). The file is closed as soon as it is read.
+ *
+ * A map of up to MAP_COPY_MAX bytes is read into private anonymous memory
+ * (a snapshot), never left mapped from the file: a file truncated or
+ * rewritten in place (`: > map.cdb`, `cp new.cdb map.cdb`) would otherwise make
+ * the pages beyond its new end fault (SIGBUS) in every process that mapped it
+ * (issue 31 item 1). The snapshot is taken between two fstat()s that must
+ * agree (size, mtime, ctime, inode); a file being rewritten while it is read
+ * is read again (3 attempts), then set aside. Larger maps are mapped shared
+ * (their pages stay in the page cache once for all processes) and rely on the
+ * refresh rule every iez writer follows: a new file renamed over the old. Every offset read
  * from the file is checked against its size before it is followed: a corrupt
  * or truncated map is never applied and never crashes; it is treated as no
  * map (one error counted) and lookups go to IEZ_DB.
@@ -24,11 +34,14 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #define CDB_HEADER 2048u
 #define MAP_HEADER_KEY "iez-map"
 #define MAP_VERSION_LINE "version=1\n"
+/* Maps up to this size are read into private memory (a snapshot): see above. */
+#define MAP_COPY_MAX (4u << 20) /* ~70,000 entries: ~2 ms per exec to read; a 1 M-entry map (58 MB) would cost ~30 ms */
 
 enum { MAP_UNSET = 0, MAP_LOADED = 1, MAP_UNUSABLE = -1 };
 
@@ -135,11 +148,49 @@ int iez_map_check(const void *base, uint64_t size, char *why, size_t whylen)
     return 0;
 }
 
+static int same_file(const struct stat *a, const struct stat *b)
+{
+    return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+           a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
+           a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
+}
+
+/* A private copy of the size bytes of fd, in anonymous memory: MAP_FAILED (errno set) when it cannot
+ * be read whole or the file changed while it was read (errno EAGAIN). */
+static void *snapshot(int fd, const struct stat *st)
+{
+    size_t size = (size_t)st->st_size;
+    unsigned char *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return MAP_FAILED;
+    size_t got = 0;
+    while (got < size) {
+        ssize_t n = (ssize_t)syscall(SYS_pread64, fd, p + got, size - got, (off_t)got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            int err = n < 0 ? errno : EAGAIN; /* shorter than it was: truncated meanwhile */
+            munmap(p, size);
+            errno = err;
+            return MAP_FAILED;
+        }
+        got += (size_t)n;
+    }
+    struct stat after;
+    if (fstat(fd, &after) != 0 || !same_file(st, &after)) {
+        munmap(p, size);
+        errno = EAGAIN;
+        return MAP_FAILED;
+    }
+    mprotect(p, size, PROT_READ);
+    return p;
+}
+
 void iez_map_load(const char *path)
 {
     if (!path || !*path)
         return;
-    map_state = MAP_UNUSABLE; /* until it is mapped and checked */
+    map_state = MAP_UNUSABLE; /* until it is read and checked */
     int saved = errno;
     int fd = iez_sys_open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK, 0);
     if (fd < 0) {
@@ -150,20 +201,31 @@ void iez_map_load(const char *path)
     struct stat st;
     char why[160] = "";
     void *p = MAP_FAILED;
-    if (fstat(fd, &st) != 0)
-        snprintf(why, sizeof why, "fstat: %s", strerror(errno));
-    else if (!S_ISREG(st.st_mode))
-        snprintf(why, sizeof why, "not a regular file");
-    else if (st.st_mode & (S_IWGRP | S_IWOTH))
-        snprintf(why, sizeof why, "writable by others (mode %03o): anyone could steer placement",
-                 (unsigned)(st.st_mode & 0777));
-    else if (st.st_uid != geteuid() && st.st_uid != 0)
-        snprintf(why, sizeof why, "owned by uid %u, neither this user nor root", (unsigned)st.st_uid);
-    else if (st.st_size < (off_t)CDB_HEADER || (uint64_t)st.st_size > UINT32_MAX)
-        iez_map_check("", (uint64_t)st.st_size, why, sizeof why); /* says which bound */
-    else if ((p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0)) == MAP_FAILED)
-        snprintf(why, sizeof why, "mmap: %s", strerror(errno));
-    iez_sys_close(fd); /* the mapping needs no descriptor */
+    for (int attempt = 0; attempt < 3 && p == MAP_FAILED; attempt++) {
+        why[0] = 0;
+        if (fstat(fd, &st) != 0)
+            snprintf(why, sizeof why, "fstat: %s", strerror(errno));
+        else if (!S_ISREG(st.st_mode))
+            snprintf(why, sizeof why, "not a regular file");
+        else if (st.st_mode & (S_IWGRP | S_IWOTH))
+            snprintf(why, sizeof why, "writable by others (mode %03o): anyone could steer placement",
+                     (unsigned)(st.st_mode & 0777));
+        else if (st.st_uid != geteuid() && st.st_uid != 0)
+            snprintf(why, sizeof why, "owned by uid %u, neither this user nor root", (unsigned)st.st_uid);
+        else if (st.st_size < (off_t)CDB_HEADER || (uint64_t)st.st_size > UINT32_MAX)
+            iez_map_check("", (uint64_t)st.st_size, why, sizeof why); /* says which bound */
+        else if ((uint64_t)st.st_size <= MAP_COPY_MAX) {
+            if ((p = snapshot(fd, &st)) == MAP_FAILED) {
+                snprintf(why, sizeof why, "reading it: %s",
+                         errno == EAGAIN ? "the file changed while it was read" : strerror(errno));
+                if (errno == EAGAIN)
+                    continue;
+            }
+        } else if ((p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0)) == MAP_FAILED)
+            snprintf(why, sizeof why, "mmap: %s", strerror(errno));
+        break;
+    }
+    iez_sys_close(fd); /* neither the snapshot nor the mapping needs a descriptor */
     if (p != MAP_FAILED && iez_map_check(p, (uint64_t)st.st_size, why, sizeof why) != 0) {
         munmap(p, (size_t)st.st_size);
         p = MAP_FAILED;
@@ -176,7 +238,8 @@ void iez_map_load(const char *path)
     map_base = p;
     map_size = (uint64_t)st.st_size;
     __atomic_store_n(&map_state, MAP_LOADED, __ATOMIC_RELEASE);
-    iez_debug("IEZ_MAP=%s mapped (%llu bytes)", path, (unsigned long long)map_size);
+    iez_debug("IEZ_MAP=%s %s (%llu bytes)", path, map_size <= MAP_COPY_MAX ? "read" : "mapped",
+              (unsigned long long)map_size);
     errno = saved;
 }
 

@@ -548,6 +548,40 @@ void iez_trace_closing(int fd)
     errno = saved;
 }
 
+/* A traced file renamed (README "Renames"): its record takes the new name. A record already under that
+ * name (a file the rename replaced) stays: both rows have the name, and iez trace parse merges them. */
+void iez_trace_renamed(const char *from, const char *to)
+{
+    if (holding || !iez_is_owner())
+        return; /* a handler interrupted this thread inside the lock; a vfork() child shares the table */
+    char *path = strdup(to);
+    if (!path)
+        return;
+    iez_busy++;
+    take();
+    struct record *r = find_locked(from, hash(from));
+    /* room first: after the removal the insertion cannot fail */
+    if (r && ((nused + 1) * 2 <= nslots || grow_locked() == 0)) {
+        remove_locked(r);
+        r->hash = hash(path);
+        free(__atomic_exchange_n(&r->path, path, __ATOMIC_ACQ_REL));
+        path = NULL;
+        insert_locked(r);
+        /* the directory's default is the new directory's */
+        const char *dir = __atomic_exchange_n(&r->dir_layout, NULL, __ATOMIC_ACQ_REL);
+        if (r->dir_owned)
+            free((char *)dir);
+        r->dir_owned = 0;
+        give();
+        take_dir_layout(r, to);
+        iez_busy--;
+        return;
+    }
+    give();
+    iez_busy--;
+    free(path);
+}
+
 /* The size of the record's file now (its descriptor is gone), under the lock so the path stays. */
 static void size_by_path(struct record *r)
 {

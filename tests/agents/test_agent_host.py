@@ -78,6 +78,7 @@ def test_mem_percent(tmp_path: Path):
         mem_percent(path)
 
 
+@pytest.mark.slow
 def test_cli_uses_the_given_proc_files(tmp_path: Path, run_agent):
     stat = write_stat(tmp_path / "stat", "1 2 3 4 5 6 7 8 0 0")
     meminfo = tmp_path / "meminfo"

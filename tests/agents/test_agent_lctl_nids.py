@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from agents.lctl import collect_osts, parse_file, parse_text
 
 NIDS = Path(__file__).resolve().parents[1] / "data" / "lustre-params" / "nids"
@@ -68,6 +70,7 @@ def test_a_parameter_printed_twice_warns_and_the_later_one_wins():
                and "duplicates.txt:8" in w and w.endswith("using the later one") for w in warned)
 
 
+@pytest.mark.slow
 def test_the_agent_says_so_on_stderr_and_publishes_the_later_values():
     done = agent_once(NIDS / "duplicates.txt")
     assert done.returncode == 0, done.stderr

@@ -13,6 +13,8 @@ import pytest
 from agents.message import MAX_FRAME_BYTES, MAX_OSTS
 from iez.mds import messages
 
+pytestmark = pytest.mark.slow
+
 
 def agent(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "agents.cli", *args], capture_output=True, text=True,

@@ -58,6 +58,7 @@ def test_message_from_every_fixture_validates(path: Path, tmp_path: Path):
         check_message(msg2, "oss1", FACTS[path.name])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", FIXTURES, ids=lambda p: p.name)
 def test_cli_once_json_for_every_fixture(path: Path, run_agent):
     done = run_agent("--once", "--lctl-output", str(path), "--oss-id", "oss1", "--json")
@@ -71,6 +72,7 @@ def test_cli_once_json_for_every_fixture(path: Path, run_agent):
         assert line.startswith("iez-agent: warning: skipping "), line
 
 
+@pytest.mark.slow
 def test_contract_example_ex8761(run_agent):
     done = run_agent("--once", "--lctl-output", str(DATA / "lustre-2.15-ex8761-lctl.txt"), "--oss-id", "oss1",
                      "--json")

@@ -18,6 +18,8 @@ from iez.api.schemas import OssStats
 
 from agent_support import DATA, TREE_OSTS, proc_tree, run_agent, spawn_agent  # noqa: F401 (fixtures)
 
+pytestmark = pytest.mark.slow
+
 
 
 @pytest.fixture

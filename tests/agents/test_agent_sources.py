@@ -52,6 +52,7 @@ def test_tree_malformed_value_names_the_file(proc_tree: Path):
         collect_osts(read_tree((str(proc_tree),)))
 
 
+@pytest.mark.slow
 def test_cli_root_tree(proc_tree: Path, run_agent):
     done = run_agent("--once", "--json", "--root", str(proc_tree), "--oss-id", "oss1")
     assert done.returncode == 0, done.stderr
@@ -60,6 +61,7 @@ def test_cli_root_tree(proc_tree: Path, run_agent):
     OssStats.model_validate(msg)
 
 
+@pytest.mark.slow
 def test_cli_no_osts_names_where_it_looked(tmp_path: Path, run_agent):
     empty = tmp_path / "empty"
     (empty / "osd-ldiskfs" / "fs-MDT0000").mkdir(parents=True)
@@ -91,6 +93,7 @@ def fake_lctl(directory: Path, body: str) -> Path:
     return script
 
 
+@pytest.mark.slow
 def test_lctl_on_path_is_run_with_the_right_patterns(tmp_path: Path, run_agent):
     bindir = tmp_path / "bin"
     argv_log = tmp_path / "argv"

@@ -92,6 +92,7 @@ def test_parameter_tree_gives_the_same_states(tmp_path: Path):
     assert states(select_osts(collect_osts(read_tree((str(proc), str(sys_)))))) == OSS_FIXTURE
 
 
+@pytest.mark.slow
 def test_cli_on_a_tree_publishes_version_2_with_states(tmp_path: Path, run_agent):
     proc, sys_ = tmp_path / "proc", tmp_path / "sys"
     write_tree(proc, sys_)
@@ -109,6 +110,7 @@ def fake_lctl(bindir: Path, fixture: Path) -> None:
     script.chmod(0o755)
 
 
+@pytest.mark.slow
 def test_running_lctl_gives_the_same_states(tmp_path: Path, run_agent):
     fake_lctl(tmp_path / "bin", STATES / "lctl-get-param-oss.txt")
     assert states(select_osts(collect_osts(LctlSource(str(tmp_path / "bin" / "lctl")).read()))) == OSS_FIXTURE
@@ -119,6 +121,7 @@ def test_running_lctl_gives_the_same_states(tmp_path: Path, run_agent):
     assert msg["source"] == "lctl" and states(msg["osts"]) == OSS_FIXTURE
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["lctl-get-param-oss.txt", "lustre-2.12-degraded-only.txt"])
 def test_version_2_messages_are_read_the_same_by_the_mds_and_the_api(name, run_agent):
     done = run_agent("--once", "--json", "--lctl-output", str(STATES / name), "--oss-id", "oss7")

@@ -36,6 +36,7 @@ def show(db: str, path: str) -> dict:
     return json.loads(shown.stdout)
 
 
+@pytest.mark.slow
 def test_a_pooled_plain_layout_round_trips(db):
     added = iez_cli("alloc", "add", "--db", db, "--file", "/lustre/p.h5", "--stripe-size", "1048576",
                     "--osts", "3,7,11", "--pool", "flash", "--json")
@@ -50,6 +51,7 @@ def test_a_pooled_plain_layout_round_trips(db):
     assert text_out.stdout.strip() == "/lustre/p.h5: stripe_size 1048576 stripe_count 3 osts 3 7 11 pool flash"
 
 
+@pytest.mark.slow
 def test_a_composite_layout_round_trips(db):
     added = iez_cli("alloc", "add", "--db", db, "--file", "/lustre/pfl.h5", "--layout", json.dumps(PFL))
     assert added.returncode == 0, added.stderr
@@ -73,6 +75,7 @@ def test_a_composite_layout_round_trips(db):
         "  [67108864, EOF) stripe_size 4194304 stripe_count -1 osts - (not chosen) pool flash"]
 
 
+@pytest.mark.slow
 def test_components_may_reuse_an_ost_and_a_new_pin_replaces_the_old(db):
     layout = {"components": [{"end": 4 * MIB, "stripe_size": MIB, "osts": [4, 5]},
                              {"end": -1, "stripe_size": 2 * MIB, "osts": [5, 6, 7], "pool": "disk"}]}
@@ -93,6 +96,7 @@ def test_pool_given_beside_layout_applies_to_components_without_one(db):
     assert show(db, "/l/q") == {"file": "/l/q", "stripe_size": MIB, "stripe_count": 2, "osts": [1, 2], "pool": "ssd"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args, message", [
     (["--layout", json.dumps({**PFL, "mirrors": [PFL["components"]]})],
      "--layout: a mirrored layout has 2 to 4 mirrors, not 1"),
@@ -123,6 +127,7 @@ def test_alloc_add_refuses_layouts_lustre_would_refuse(db, args, message):
     assert iez_cli("alloc", "show", "--db", db, "--file", "/l/bad").returncode == 1
 
 
+@pytest.mark.slow
 def test_osts_the_db_knows_outside_the_pool_are_refused(db):
     engine = create_engine(database_url(db))
     with engine.begin() as conn:

@@ -253,6 +253,7 @@ def request_batches(draw, ost_count: int):
     ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["rr", "qos"])
 @settings(max_examples=60, deadline=None)
 @given(data=st.data())

@@ -52,6 +52,7 @@ def requests(draw):
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", POLICIES)
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cluster=clusters(), batch=requests())
@@ -164,6 +165,7 @@ def test_a_file_that_fits_its_data_on_mdt_component_is_left_to_lustre():
     assert sum(b for _, b in big.stripe_bytes(9 * MiB)) == 8 * MiB  # the first MiB lives on the MDT
 
 
+@pytest.mark.slow
 def test_the_degraded_note_reaches_the_db_alloc_show_and_the_api(tmp_path):
     """An administrator sees why a file got a degraded OST: ``iez alloc show`` and ``GET /v1/allocations``."""
     import json
@@ -175,11 +177,11 @@ def test_the_degraded_note_reaches_the_db_alloc_show_and_the_api(tmp_path):
     from iez.api.app import create_app
     from iez.config import Settings, database_url
     from iez.db.engine import make_engine, write_session
+    from iez.db.ingest import store_batch
     from iez.db.models import utcnow
     from iez.db.requests import RequestIn, upsert_requests
     from iez.db.schema import upgrade
     from iez.db.stats import OssReport, OstReport
-    from iez.mds.store import store_batch
     from iez.placement import PlacementSettings, place_app
 
     db = str(tmp_path / "iez.db")

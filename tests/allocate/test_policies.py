@@ -20,6 +20,7 @@ def ior_requests(files=16, stripe_count=8, size=2 * GiB):
     return [WriteRequest("ior", f"/lustre/ior/f.{i}", size, stripe_count, i) for i in range(files)]
 
 
+@pytest.mark.slow
 def test_paper_policy_collapses_onto_eight_osts():
     stripes = Counter(o for a in make_policy("paper").allocate(cluster15(), ior_requests()) for o in a.osts)
     assert len(stripes) == 8 and set(stripes.values()) == {16}

@@ -5,11 +5,14 @@ from __future__ import annotations
 import os
 import threading
 
+import pytest
 from sqlalchemy import text
 
 from conftest import Server, fresh_db
 from iez.config import database_url
 from iez.db.engine import make_engine
+
+pytestmark = pytest.mark.slow
 
 POLICY = os.environ.get("IEZ_TEST_POLICY", "iez")
 CLIENTS = 16

@@ -10,6 +10,8 @@ import pytest
 
 from conftest import Server, fresh_db, run_iez
 
+pytestmark = pytest.mark.slow
+
 POLICY = os.environ.get("IEZ_TEST_POLICY", "iez")
 GiB_KB = 1024 * 1024
 
@@ -76,6 +78,34 @@ def test_requests_then_allocate_then_lookup(api, server):
     # the same CLI sees what the API stored
     shown = run_iez("alloc", "show", "--db", server.db, "--file", files[0], "--json")
     assert shown.returncode == 0 and json.loads(shown.stdout) == layouts[0]
+
+
+def test_a_stored_request_that_no_longer_reads_is_refused_alone(api, server):
+    """Issue 28: one unparseable stored request (a template an older release stored, a hand-edited row) made
+    POST /v1/allocate answer 500 for the whole application; it is refused alone, naming why, the rest placed."""
+    from sqlalchemy import text
+
+    from iez.config import database_url
+    from iez.db.engine import make_engine
+
+    app = unique("legacy")
+    api.post("/v1/stats", json=agent_message(unique("oss"), range(0, 8)))
+    files = [f"/lustre/{app}/out.{i}" for i in range(3)]
+    posted = api.post("/v1/requests", json={"app": app, "requests": [
+        {"file": f, "write_bytes": 2**20, "stripe_count": 1, "rank": i} for i, f in enumerate(files)]})
+    assert posted.status_code == 201
+    engine = make_engine(database_url(server.db))
+    try:
+        with engine.begin() as conn:
+            conn.execute(text("UPDATE write_requests SET components = :c WHERE path = :p"),
+                         {"c": '[{"end": "nowhere"', "p": files[1]})
+    finally:
+        engine.dispose()
+    allocated = api.post("/v1/allocate", json={"app": app, "policy": POLICY})
+    assert allocated.status_code == 200, allocated.text
+    assert [a["file"] for a in allocated.json()["allocations"]] == [files[0], files[2]]
+    [refused] = allocated.json()["refused"]
+    assert refused["file"] == files[1] and "stored request cannot be read" in refused["reason"], refused
 
 
 def test_posting_the_same_app_and_file_again_updates_instead_of_duplicating(api):

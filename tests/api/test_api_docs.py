@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from urllib.parse import urljoin, urlsplit
 
+import pytest
+
 ANY_URL = re.compile(r"https?://[^\s\"'<>)]+")
 REFERENCES = re.compile(r"""(?:src|href)\s*=\s*["']([^"']+)["']""")
 CSS_URLS = re.compile(r"""url\(\s*["']?([^"')]+)""")
@@ -13,6 +15,7 @@ CDNS = ("cdn.jsdelivr.net", "unpkg.com", "cdnjs.cloudflare.com", "fonts.googleap
         "cdn.redoc.ly", "fastapi.tiangolo.com")
 
 
+@pytest.mark.slow
 def test_docs_page_and_every_asset_it_references_come_from_the_api(server):
     with server.client(token=None) as api:
         page = api.get("/docs")

@@ -6,7 +6,11 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from conftest import API_TOKEN
+
+pytestmark = pytest.mark.slow
 
 # Two bodies have rules JSON Schema cannot state, so input valid by the schema may still be refused (422 naming
 # the rule): a PFL template's components must follow each other (each starts where the one before ends, only the

@@ -15,6 +15,8 @@ from api_health_helpers import StallingProxy, wait_for_health
 from conftest import Server, fresh_db, mysql_admin
 from iez.config import database_url
 
+pytestmark = pytest.mark.slow
+
 BOUND_S = 5.0
 READER, READER_PASSWORD = "iez_health_ro", "pw-health-ro"
 
@@ -131,6 +133,7 @@ def test_mariadb_account_that_may_only_read(tmp_path):
         mysql_admin(f"DROP USER IF EXISTS '{READER}'@'%'")
 
 
+@pytest.mark.slow
 def test_mariadb_stalled(tmp_path):
     db = fresh_db("mariadb", tmp_path, "hstall")
     url = database_url(db)

@@ -13,6 +13,8 @@ import pytest
 from api_limits_helpers import Upload, rss_kib
 from conftest import API_TOKEN, Server, fresh_db
 
+pytestmark = pytest.mark.slow
+
 MB = 1_000_000
 TOKEN = {"Authorization": f"Bearer {API_TOKEN}"}
 NESTED = {"array": b"[" * 2000 + b"]" * 2000, "object": b'{"a":' * 2000 + b"1" + b"}" * 2000}

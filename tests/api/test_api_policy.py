@@ -52,6 +52,7 @@ def test_pool_template_and_shared_rank_round_trip_to_the_db(api):
         None, None, None)
 
 
+@pytest.mark.slow
 def test_allocations_honour_the_pool_and_the_template(api, server, pool):
     name, members = pool
     app = unique("pfl")
@@ -101,6 +102,7 @@ def test_allocations_honour_the_pool_and_the_template(api, server, pool):
         assert row.layout.startswith("version=2 comp=0:4194304:1048576:1:") and f":pool={name}" in row.layout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("change, field, message", [
     ({"pool": "no spaces"}, "requests[0].pool", "is not a Lustre pool name"),
     ({"pool": "x" * 16}, "requests[0].pool", "is not a Lustre pool name"),

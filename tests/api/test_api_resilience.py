@@ -8,6 +8,8 @@ from sqlalchemy.exc import OperationalError
 from conftest import Server, fresh_db, mysql_admin
 from iez.config import database_url
 
+pytestmark = pytest.mark.slow
+
 USER, PASSWORD = "iez_resilience", "pw-resilience"
 
 

@@ -18,6 +18,8 @@ import pytest
 from conftest import API_TOKEN, BACKENDS, Munged, Server, fresh_db, run_iez
 from iez.maps import LayoutMap
 
+pytestmark = pytest.mark.slow
+
 # Two users as munged sees them: "nobody" from the password database, and a uid that has no entry there.
 ALICE_UID, BOB_UID = 65534, 41002
 ALICE, BOB = "nobody", "41002"

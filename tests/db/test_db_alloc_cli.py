@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from conftest import iez_cli, run_iez
 
 
+@pytest.mark.slow
 def test_alloc_add_then_show_prints_the_contract_shape(db):
     added = iez_cli("alloc", "add", "--db", db, "--file", "/lustre/run/a.h5", "--stripe-size", "1048576",
                     "--osts", "3,7,11")
@@ -17,6 +20,7 @@ def test_alloc_add_then_show_prints_the_contract_shape(db):
                                         "stripe_count": 3, "osts": [3, 7, 11]}
 
 
+@pytest.mark.slow
 def test_alloc_reads_the_database_from_iez_db(db):
     env = {"IEZ_DB": db}
     assert iez_cli("alloc", "add", "--file", "/lustre/e", "--stripe-size", "65536", "--osts", "2", env=env).returncode == 0
@@ -57,6 +61,7 @@ def test_alloc_show_on_a_missing_database_names_the_upgrade_command(tmp_path):
     assert not (tmp_path / "absent.db").exists()
 
 
+@pytest.mark.slow
 def test_db_upgrade_builds_an_empty_database_and_is_idempotent(empty_db):
     first = iez_cli("db", "upgrade", "--db", empty_db)
     assert first.returncode == 0, first.stderr
@@ -66,6 +71,7 @@ def test_db_upgrade_builds_an_empty_database_and_is_idempotent(empty_db):
     assert json.loads(current.stdout)["up_to_date"] is True
 
 
+@pytest.mark.slow
 def test_unreachable_mariadb_is_one_line_from_the_cli():
     done = run_iez("alloc", "show", "--db", "mysql://root@127.0.0.1:1/iez", "--file", "/x")
     assert done.returncode == 1

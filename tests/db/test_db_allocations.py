@@ -41,6 +41,7 @@ def requests(n: int, size: int = 2**30, count: int = 4, prefix: str = "/lustre/j
     return [RequestIn(f"{prefix}/out.{i}", size, count, rank=i) for i in range(n)]
 
 
+@pytest.mark.slow
 def test_posting_the_same_app_and_file_again_updates_the_row(engine):
     with write_session(engine) as s:
         first = upsert_requests(s, "ior", requests(3))
@@ -53,6 +54,7 @@ def test_posting_the_same_app_and_file_again_updates_the_row(engine):
         assert (row.write_bytes, row.stripe_count) == (5 * 2**30, 8)
 
 
+@pytest.mark.slow
 def test_allocate_stores_allocations_and_reservations_for_pending_requests(engine):
     cluster_of(engine, report("oss0", range(0, 5)), report("oss1", range(5, 10)))
     with write_session(engine) as s:
@@ -71,6 +73,7 @@ def test_allocate_stores_allocations_and_reservations_for_pending_requests(engin
     assert place_app(engine, "ior", PlacementSettings(), 600, 3600).placed == []
 
 
+@pytest.mark.slow
 def test_a_changed_request_loses_its_allocation_and_is_placed_again(engine):
     cluster_of(engine, report("oss0", range(0, 8)))
     with write_session(engine) as s:
@@ -85,6 +88,7 @@ def test_a_changed_request_loses_its_allocation_and_is_placed_again(engine):
     assert read(engine, lambda c: lookup(c, "/lustre/job/out.0"))["stripe_count"] == 2
 
 
+@pytest.mark.slow
 def test_requests_that_do_not_fit_are_refused_with_their_reason_and_store_no_allocation(engine):
     cluster_of(engine, report("oss0", range(0, 4), avail_kb=1024, total_kb=2048))  # 1 MiB free per OST
     with write_session(engine) as s:
@@ -103,6 +107,7 @@ def test_unknown_application_is_named(engine):
         place_app(engine, "nope", PlacementSettings(), 600, 3600)
 
 
+@pytest.mark.slow
 def test_reservations_shrink_the_space_the_next_allocation_sees(engine):
     cluster_of(engine, report("oss0", range(0, 4), avail_kb=GiB_KB, total_kb=2 * GiB_KB))
     with write_session(engine) as s:
@@ -146,6 +151,7 @@ def test_a_pinned_layout_replaces_the_live_one(engine):
     assert states == ["stale", "planned"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path, size, osts, named", [
     ("relative/x", 65536, [1], "absolute"),
     ("/x", 1000, [1], "stripe size"),
@@ -158,6 +164,7 @@ def test_a_bad_pinned_layout_is_refused_with_the_reason(engine, path, size, osts
         pin(engine, path, size, osts)
 
 
+@pytest.mark.slow
 def test_batch_lookup_finds_live_layouts_and_skips_unknown_paths(engine):
     for i in range(1200):  # more than one IN (...) chunk
         pin(engine, f"/lustre/b/{i}", 65536, [i % 7]) if i % 100 == 0 else None

@@ -71,6 +71,7 @@ def run_in_process(argv: list[str], capsys) -> tuple[int, str]:
     return code, capsys.readouterr().err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["file", "directory"])
 @pytest.mark.parametrize("command", COMMANDS)
 def test_a_missing_sqlite_database_is_refused_naming_the_upgrade_and_nothing_is_created(command, where, work,
@@ -97,6 +98,7 @@ def test_the_default_database_in_a_missing_state_dir_is_not_created(tmp_path, mo
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_the_real_command_line_exits_1_with_one_line_and_creates_nothing(tmp_path):
     db = tmp_path / "typo" / "iez.db"
     done = run_iez("db", "current", "--db", str(db))
@@ -118,6 +120,7 @@ def test_a_missing_mariadb_database_is_refused_and_not_created(command, work, ca
     assert mysql_admin(f"SHOW DATABASES LIKE '{name}'") == []
 
 
+@pytest.mark.slow
 def test_only_upgrade_and_alloc_add_create_a_database_with_its_directories(tmp_path, capsys):
     up = tmp_path / "a" / "b" / "iez.db"
     assert main(["db", "upgrade", "--db", str(up)]) == 0

@@ -98,6 +98,7 @@ def test_a_small_object_is_reserved_up_to_one_stripe_of_its_extent(engine):
         assert sorted((r.ost_index, r.bytes) for r in s.scalars(select(Reservation))) == [(3, MIB), (5, MIB)]
 
 
+@pytest.mark.slow
 def test_a_plain_allocation_has_no_layout_text_but_keeps_its_pool_and_default(engine):
     store(engine, RequestIn("/l/p", 4 * MIB, 2, pool="disk", default_layout=""))
     place_by_hand(engine, Allocation("/l/p", MIB, (2, 4), "iez", "disk"))
@@ -115,6 +116,7 @@ def test_a_plain_allocation_has_no_layout_text_but_keeps_its_pool_and_default(en
         assert (row.pool, row.layout, row.default_layout, row.note) == (None, None, None, None)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("change", [dict(pool="disk"), dict(components=TEMPLATE[1:2] + (TEMPLATE[2],)),
                                     dict(default_layout="")])
 def test_a_changed_policy_retires_the_allocation(engine, change):

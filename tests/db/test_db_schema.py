@@ -18,6 +18,7 @@ TABLES = {"applications", "runs", "write_requests", "allocations", "reservations
           "oss_stats", "ost_stats", "iez_lock", "mds_lease", "alembic_version"}
 
 
+@pytest.mark.slow
 def test_upgrade_creates_every_table_and_downgrade_removes_them(empty_db):
     engine = make_engine(database_url(empty_db))
     assert upgrade(engine) == head_revision()
@@ -32,6 +33,7 @@ def test_upgrade_creates_every_table_and_downgrade_removes_them(empty_db):
     engine.dispose()
 
 
+@pytest.mark.slow
 def test_models_and_migrations_describe_the_same_schema(db):
     engine = make_engine(database_url(db))
     with engine.connect() as conn:
@@ -39,6 +41,7 @@ def test_models_and_migrations_describe_the_same_schema(db):
     engine.dispose()
 
 
+@pytest.mark.slow
 def test_service_refuses_a_database_without_schema_and_names_the_fix(empty_db):
     settings = Settings.from_env(db=empty_db, env={})
     if empty_db.endswith(".db"):
@@ -49,6 +52,7 @@ def test_service_refuses_a_database_without_schema_and_names_the_fix(empty_db):
         open_db(settings)
 
 
+@pytest.mark.slow
 def test_service_refuses_an_older_schema(db):
     engine = make_engine(database_url(db))
     with engine.begin() as conn:

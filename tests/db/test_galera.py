@@ -23,7 +23,7 @@ from iez.db.engine import write_transaction
 from iez.mds.lease import LeaseLost, MdsLease, read_holder
 from iez.placement import PlacementSettings, place_app
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 
 MiB = 1 << 20
 

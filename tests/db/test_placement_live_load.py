@@ -7,10 +7,10 @@ import pytest
 
 from iez.config import database_url
 from iez.db.engine import make_engine, write_session
+from iez.db.ingest import store_batch
 from iez.db.models import utcnow
 from iez.db.requests import RequestIn, upsert_requests
 from iez.db.stats import OssReport, OstReport, ost_loads
-from iez.mds.store import store_batch
 from iez.placement import PlacementSettings, place_app
 
 MiB = 1 << 20

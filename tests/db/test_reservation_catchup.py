@@ -29,6 +29,7 @@ def report(seq: int, avail_kb: dict[int, int]) -> OssReport:
                      interval_s=1.0)
 
 
+@pytest.mark.slow
 def test_reports_showing_the_bytes_used_end_reservations_oldest_first(engine):
     with write_session(engine) as s:
         ingest(s, report(1, {}))
@@ -55,6 +56,7 @@ def test_reports_showing_the_bytes_used_end_reservations_oldest_first(engine):
     assert ost not in final and sum(final.values()) == (8 - per_ost) * 4 * 2**20
 
 
+@pytest.mark.slow
 def test_space_freed_elsewhere_does_not_end_reservations(engine):
     with write_session(engine) as s:
         ingest(s, report(1, {}))

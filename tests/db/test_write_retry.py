@@ -19,7 +19,7 @@ from iez.config import database_url
 from iez.db import engine as db_engine
 from iez.db.engine import DatabaseUnavailable, WriteConflict, make_engine, write_session, write_transaction
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
 
 @pytest.fixture

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 STEPS = ["build", "start-services", "start-other-job", "traced-run", "see-load", "learn", "allocate", "baselines",
          "run-iez", "run-rr", "run-qos", "compare", "stop-services"]

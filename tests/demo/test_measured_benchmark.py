@@ -13,6 +13,7 @@ import pytest
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "measured_placement.py"
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_the_slow_oss_scenario_is_measured_for_every_policy_beside_model_and_bound(tmp_path):
     out = tmp_path / "rows.json"

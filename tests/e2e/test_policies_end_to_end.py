@@ -39,10 +39,11 @@ from iez.db.engine import make_engine, read
 from iez.db.models import STALE, AllocationRow
 from iez.db.requests import app_summary
 from iez.layout.emulated import canonical_template, parse_attr
+from waiting import wait_for  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 MIB = 1 << 20
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 
 
 def _load(name: str, path: Path):
@@ -102,17 +103,6 @@ def extents(template: dict) -> list[tuple[int, int, int]]:
         out.append((start, c["end"], c["stripe_count"]))
         start = c["end"]
     return out
-
-
-def wait_for(check, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while True:
-        got = check()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.25)
 
 
 class Flow:

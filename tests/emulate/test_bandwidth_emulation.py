@@ -19,6 +19,8 @@ import pytest
 
 from iez.emulate.bandwidth import MiB, Table
 
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[2]
 LIB = REPO / "placement_lib" / "build" / "libiez.so"
 XATTR = "user.iez.layout"

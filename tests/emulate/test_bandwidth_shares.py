@@ -17,6 +17,8 @@ import pytest
 from iez.emulate.bandwidth import MiB, Server, Table, write_table
 from test_bandwidth_emulation import cluster, env, lib, with_layout  # noqa: F401 (lib is a fixture)
 
+pytestmark = pytest.mark.slow
+
 WRITER = """
 import os, sys, time
 path, start, seconds = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])

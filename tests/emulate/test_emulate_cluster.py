@@ -110,6 +110,7 @@ def test_the_counts_mode_still_makes_equal_active_osts(tmp_path: Path):
     assert tree_states(ClusterLayout.load(root)) == dict.fromkeys(range(4), "active")
 
 
+@pytest.mark.slow
 def test_an_admin_changes_states_pools_and_parameters_as_lctl_would(tmp_path: Path):
     root = emulate(tmp_path)
     sys_ = root / "ossA" / "obdfilter" / "iezfs-OST0000"
@@ -148,6 +149,7 @@ def test_an_admin_changes_states_pools_and_parameters_as_lctl_would(tmp_path: Pa
     assert oss_states(root, "ossA")[1] == ("active", 1048576, 1048576)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args, message", [
     (("--ost", "5", "--state", "degraded"), "OST 5 is not in the emulated cluster"),
     (("--ost", "x1", "--state", "degraded"), "'x1' is not an OST index"),

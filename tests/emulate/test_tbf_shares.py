@@ -20,6 +20,8 @@ from iez.emulate.bandwidth import MiB, Table
 from iez.shares import SharesError, parse, read_tree_rules
 from test_bandwidth_emulation import env, lib, timed, with_layout  # noqa: F401 (lib is a fixture)
 
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[2]
 
 

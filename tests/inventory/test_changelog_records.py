@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from iez.inventory import consumer
 from iez.inventory.changelog import ChangelogError, Record, fid_of_inode, parse
 
 REAL = [
@@ -73,3 +74,40 @@ def test_a_malformed_record_is_an_error_naming_it(line, says):
     with pytest.raises(ChangelogError, match=None) as err:
         parse(line)
     assert says in str(err.value)
+
+
+def _lines(n: int) -> list[str]:
+    names = ["plain", "with space", "qu'ote", "non-ASCII é", "\udcff undecodable", "new s=[x] sp=[y] z"]
+    out = []
+    for k in range(1, n + 1):
+        name = names[k % len(names)]
+        if k % 5 == 0:
+            rec = Record(k, "RENME", 1, fid_of_inode(k), "01:02:03.000000004 2026.11.26", fid_of_inode(2), name,
+                         fid_of_inode(k + 1), fid_of_inode(3), "old " + name, k % 7, 6, "job.1")
+        else:
+            rec = Record(k, ("CREAT", "CLOSE", "SATTR", "UNLNK")[k % 4], k % 2, fid_of_inode(k),
+                         "01:02:03.000000004 2026.11.26", *((fid_of_inode(2), name) if k % 4 in (0, 3) else ()))
+        out.append(rec.to_line() + "\n")
+    return out
+
+
+def test_blocks_parsed_by_the_child_process_are_the_records_parsed_here(monkeypatch):
+    monkeypatch.setattr(consumer, "INLINE_BLOCKS", 1)
+    lines = _lines(200)
+    blocks = [lines[n:n + 16] for n in range(0, len(lines), 16)]
+    with consumer.Parser("test changelog", 0, ahead=3) as parser:
+        got = [rec for records in parser.parse(blocks) for rec in records]
+        assert parser.child is not None  # the blocks after the first went through the child
+    assert got == [parse(line) for line in lines]
+
+
+def test_a_bad_record_in_a_block_the_child_parses_is_an_error_naming_it(monkeypatch):
+    monkeypatch.setattr(consumer, "INLINE_BLOCKS", 0)
+    lines = _lines(40)
+    lines[33] = "34 01CREAT 13:32:07.3 2023.05.10 0x0 t=[0x1:0x2:0x0] ef=0xf u=0:0 nid=0@lo\n"
+    got = []
+    with pytest.raises(ChangelogError, match="record 34: a CREAT record needs p="):
+        with consumer.Parser("test changelog", 0, ahead=1) as parser:
+            for records in parser.parse([lines[n:n + 8] for n in range(0, len(lines), 8)]):
+                got.extend(records)
+    assert [r.index for r in got] == list(range(1, 33))  # every block before the bad one's

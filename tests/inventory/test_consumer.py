@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 
 from iez.inventory.changelog import fid_of_inode
 from iez.inventory.consumer import Consumer
@@ -71,6 +72,7 @@ def test_a_batch_commits_its_position_and_the_log_is_cleared_up_to_it(engine, tm
     writer.close()
 
 
+@pytest.mark.slow
 def test_changelog_clear_runs_through_lfs_with_the_committed_position(engine, tmp_path, monkeypatch):
     rng = random.Random(3)
     data = tmp_path / "lustre"
@@ -94,6 +96,7 @@ def test_changelog_clear_runs_through_lfs_with_the_committed_position(engine, tm
     assert held(engine) == tree(data)
 
 
+@pytest.mark.slow
 def test_position_survives_kill_9_and_no_record_is_applied_twice_or_lost(inv_db, engine, cluster):
     rng = random.Random(4)
     data = cluster / "data"
@@ -131,6 +134,7 @@ def test_position_survives_kill_9_and_no_record_is_applied_twice_or_lost(inv_db,
     assert held(engine) == tree(data)
 
 
+@pytest.mark.slow
 def test_a_malformed_record_stops_the_consumer_naming_it_and_nothing_after_it_is_lost(inv_db, engine, cluster):
     data = cluster / "data"
     scan(engine, [str(data)], workers=1)
@@ -152,6 +156,7 @@ def test_a_malformed_record_stops_the_consumer_naming_it_and_nothing_after_it_is
     assert position(engine, MDT)[0] < good + 1  # the bad record and those after it wait for a fix
 
 
+@pytest.mark.slow
 def test_a_hole_in_record_numbers_is_rescanned_not_trusted(engine, tmp_path):
     data = tmp_path / "data"
     data.mkdir()
@@ -175,6 +180,7 @@ def test_a_hole_in_record_numbers_is_rescanned_not_trusted(engine, tmp_path):
     assert position(engine, MDT)[2] == 1
 
 
+@pytest.mark.slow
 def test_a_lost_events_mark_is_rescanned(engine, tmp_path):
     data = tmp_path / "data"
     data.mkdir()
@@ -204,3 +210,24 @@ def test_following_a_tree_never_scanned_seeds_it_first(engine, tmp_path):
     report = consumer(engine, log, data).run_once()
     assert "seeded" in report.notes[0]
     assert held(engine) == tree(data)
+
+
+@pytest.mark.slow
+def test_names_sql_quotes_are_kept_exactly(engine, tmp_path):
+    """Names are written as SQL literals built by the inventory itself on MariaDB (a column at a time):
+    quotes, backslashes, percent signs, non-ASCII and control characters come back byte for byte."""
+    rng = random.Random(7)
+    data = tmp_path / "data"
+    data.mkdir()
+    scan(engine, [str(data)], workers=1)
+    log = tmp_path / "changelog"
+    writer = ChangelogWriter([str(data)], log)
+    names = ["it's", "back\\slash", "100%s", "café", 'say "hi"', "tab\there", "plain", "x'; DROP TABLE inv_files; --"]
+    for n, name in enumerate(names):
+        put(data / "d" / name, 10 + n, (n % 3,), rng)
+    writer.poll()
+    writer.close()
+    report = consumer(engine, log, data).run_once()
+    assert report.rescans == 0
+    assert held(engine) == tree(data)
+    assert sorted(p.rsplit("/", 1)[1] for p in held(engine)) == sorted(names)

@@ -10,11 +10,14 @@ import subprocess
 import sys
 import time
 
+import pytest
 from invtools import held, put, tree
 from invtools import cluster, engine, inv_db  # noqa: F401 - fixtures
 
 from iez.inventory.emulated_mdt import changelog_path
 from iez.inventory.readers import last_index
+
+pytestmark = pytest.mark.slow
 
 
 def iez(*args: str, db: str, timeout: float = 60) -> subprocess.CompletedProcess:

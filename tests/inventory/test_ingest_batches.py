@@ -19,7 +19,7 @@ from invtools import engine, held, inv_db, position, put, tree  # noqa: F401 - f
 from sqlalchemy import insert, select, text
 
 from iez.db.engine import make_engine, write_retries
-from iez.inventory import store
+from iez.inventory import consumer, store
 from iez.inventory.consumer import Consumer
 from iez.inventory.emulated_mdt import EMULATED_USER, ChangelogWriter
 from iez.inventory.readers import EmulatedChangelog
@@ -102,8 +102,9 @@ def random_history(data: Path, rng: random.Random, steps: int) -> None:
                 files = [to / f.relative_to(d) if d in f.parents else f for f in files]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_one_large_batch_ends_where_records_applied_one_by_one_do(engine, tmp_path, seed):
+def test_one_large_batch_ends_where_records_applied_one_by_one_do(engine, tmp_path, seed, monkeypatch):
     rng = random.Random(seed)
     data = tmp_path / "data"
     for n in range(20):
@@ -127,13 +128,21 @@ def test_one_large_batch_ends_where_records_applied_one_by_one_do(engine, tmp_pa
     restore(engine, before)
     log.with_name(log.name + ".users").unlink()
     assert run(100_000) == one_by_one
+    # batches of 37 records (a file's records split between batches: looked at again, its stripe objects kept
+    # when its size and layout are as stored), the lines parsed by the child process 16 at a time
+    restore(engine, before)
+    log.with_name(log.name + ".users").unlink()
+    monkeypatch.setattr(consumer, "BLOCK", 16)
+    monkeypatch.setattr(consumer, "INLINE_BLOCKS", 1)
+    assert run(37) == one_by_one
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["mariadb"])  # a lock wait time-out is MariaDB's (SQLite writers wait instead)
 def test_a_batch_refused_by_the_database_is_run_again_whole(engine, tmp_path):
     """MariaDB: another transaction holds the consumer's position row past the lock wait time-out (1 s), so the
     batch is refused with error 1205 (as Galera refuses one with 1213), re-run, and applied once."""
-    if engine.dialect.name == "sqlite":
-        pytest.skip("MariaDB's lock wait time-out (SQLite writers wait on the database lock instead)")
+    assert engine.dialect.name == "mysql"
     rng = random.Random(5)
     data = tmp_path / "data"
     data.mkdir()
@@ -158,3 +167,27 @@ def test_a_batch_refused_by_the_database_is_run_again_whole(engine, tmp_path):
     assert write_retries.value > retries and time.monotonic() - started >= 1.0
     assert report.records == writer.index and held(engine) == tree(data)
     assert position(engine, MDT)[:2] == (writer.index, writer.index)  # applied once: its records counted once
+
+
+@pytest.mark.parametrize("backend", ["mariadb"])  # the Sender is MariaDB's (SQLite statements run in place)
+def test_a_statement_the_sender_runs_that_fails_is_raised_and_stops_those_after_it(engine):
+    """The statements a store.Sender runs in its thread: in order, the first error raised by close (a
+    transaction rolled back with it), none run after it."""
+    from MySQLdb import MySQLError
+
+    row = "('0x1:0x{}:0x0', 0, 1, 2)"
+    with pytest.raises(MySQLError):
+        with store.transaction(engine) as conn:
+            sender = store.Sender(conn)
+            sender.send("INSERT INTO inv_objects (fid, seq, ost, bytes) VALUES " + row.format(1))
+            sender.send("INSERT INTO no_such_table VALUES (1)")
+            sender.send("INSERT INTO inv_objects (fid, seq, ost, bytes) VALUES " + row.format(2))
+            sender.close()
+    with store.transaction(engine) as conn:
+        sender = store.Sender(conn)
+        for n in range(3, 6):
+            sender.send("INSERT INTO inv_objects (fid, seq, ost, bytes) VALUES " + row.format(n))
+        sender.close()
+    with engine.connect() as conn:
+        assert [f for (f,) in conn.execute(select(InvObject.fid).order_by(InvObject.fid))] == [
+            "0x1:0x3:0x0", "0x1:0x4:0x0", "0x1:0x5:0x0"]

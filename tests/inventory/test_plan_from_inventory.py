@@ -29,6 +29,7 @@ def filled(tmp_path) -> Path:
     return root
 
 
+@pytest.mark.slow
 def test_a_plan_from_the_seeded_inventory_is_the_walks_plan(inv_db, engine, filled, monkeypatch):
     monkeypatch.setenv("IEZ_DB", inv_db)
     monkeypatch.setenv("IEZ_INVENTORY", "off")
@@ -46,6 +47,7 @@ def test_a_plan_from_the_seeded_inventory_is_the_walks_plan(inv_db, engine, fill
     assert b.reached and moves(b) == moves(a)
 
 
+@pytest.mark.slow
 def test_a_large_inventory_loads_only_candidates_and_reaches_the_target(inv_db, engine, filled, monkeypatch):
     monkeypatch.setenv("IEZ_DB", inv_db)
     scan(engine, [str(filled / "data")], workers=1)

@@ -118,6 +118,7 @@ def test_set_default_honours_iez_layout_xattr(tmp_path):
     assert json.loads(iez_cli("layout", "show", str(d), "--json", env=env).stdout)["components"][0]["stripe_count"] == 2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args, message", [
     (["--stripe-count", "2", "--stripe-size", "100000"],
      "--stripe-size: stripe size 100000 must be a positive multiple of 65536"),

@@ -147,3 +147,19 @@ def test_usage_table_and_missing_directory(tmp_path):
     assert lines[-1].startswith("OSTCost 1.143 ")
     gone = iez(tmp_path, "usage", str(tmp_path / "gone"))
     assert gone.returncode == 2 and "No such file or directory" in gone.stderr and str(tmp_path / "gone") in gone.stderr
+
+
+def test_a_small_ideal_job_scores_1_over_the_osts_it_used_beside_the_pool_figure(tmp_path):
+    """Issue 30 item 8: two 1 MiB files, one per OST, on a pool of 16: ideally placed, yet max / mean over the
+    pool is 8. The job's figure is taken over the OSTs holding its bytes; the text says which is which."""
+    d = tmp_path / "run"
+    make(d / "a", MIB, "version=1 stripe_size=1048576 stripe_count=1 osts=3")
+    make(d / "b", MIB, "version=1 stripe_size=1048576 stripe_count=1 osts=11")
+    out = usage_json(tmp_path, str(d), "--osts", "16")
+    assert out["ost_cost"] == pytest.approx(8.0) and out["used_osts"] == 2 and out["ost_cost_used"] == 1.0
+    make(d / "c", 2 * MIB, "version=1 stripe_size=1048576 stripe_count=1 osts=3")  # OST 3 now holds 3 of 4 MiB
+    out = usage_json(tmp_path, str(d), "--osts", "16")
+    assert out["ost_cost_used"] == pytest.approx(3 / 2)
+    text = iez(tmp_path, "usage", str(d), "--osts", "16").stdout
+    assert "OSTCost 1.500 over the 2 OSTs holding" in text and "12.000 over the pool" in text
+    assert "use 2 of the pool's 16 OSTs" in text

@@ -91,6 +91,7 @@ def test_write_map_is_atomic_private_and_readable(tmp_path):
         LayoutMap(tmp_path / "plain")
 
 
+@pytest.mark.slow
 def test_iez_map_export_writes_the_apps_live_layouts_only(db, tmp_path):
     base = "/lustre/job"
     add_app_layouts(db, "ior", [
@@ -125,6 +126,7 @@ def test_iez_map_export_writes_the_apps_live_layouts_only(db, tmp_path):
     assert iez_cli("map", "show", str(out), "--path", f"{base}/none").returncode == 1
 
 
+@pytest.mark.slow
 def test_iez_map_export_refuses_an_unknown_app_and_a_bad_output(db, tmp_path):
     proc = iez_cli("map", "export", "--db", db, "--app", "nobody", "--out", str(tmp_path / "m.cdb"))
     assert proc.returncode == 2 and "no application named 'nobody'" in proc.stderr

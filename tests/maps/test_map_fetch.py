@@ -22,6 +22,8 @@ from conftest import API_TOKEN, Munged, Server, fresh_db
 from iez.maps import LayoutMap
 from map_helpers import build_lib
 
+pytestmark = pytest.mark.slow
+
 ALICE_TOKEN, BOB_TOKEN = "alice-" + "a" * 26, "bob-" + "b" * 28
 
 

@@ -20,6 +20,8 @@ from map_helpers import (MIB, ConnectionCounter, add_app_layouts, attr, build_ap
 
 from iez.maps import CDB_HEADER, MapEntry, cdb_hash, header_value, write_map
 
+pytestmark = pytest.mark.slow
+
 PFL = "version=2 comp=0:1048576:1048576:1:3 comp=1048576:eof:1048576:2:4,5:pool=flash"
 POOL = "version=2 comp=0:eof:1048576:2:1,2:pool=flash"
 LEARNT_DEFAULT = "version=2 comp=0:eof:2097152:2:-"  # the directory has another default now (none): a skip

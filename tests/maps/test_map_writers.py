@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -30,6 +31,7 @@ class IdleNode:
         return Usage(1.0, 1.0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_the_mds_writes_an_apps_map_after_allocating_it(backend, tmp_path):
     db = fresh_db(backend, tmp_path, "mapmds")
@@ -68,6 +70,7 @@ def run_env(db: str, state) -> dict:
     return {**env, "IEZ_DB": db, "IEZ_STATE_DIR": str(state), "IEZ_DEBUG": "1", "PYTHONPATH": str(REPO)}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_iez_run_gives_the_job_a_map_of_its_layouts_and_removes_it(backend, tmp_path):
     build_lib()
@@ -82,7 +85,7 @@ def test_iez_run_gives_the_job_a_map_of_its_layouts_and_removes_it(backend, tmp_
                           env=run_env(db, state), capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "writer: place mode" in proc.stderr
-    assert "layouts.cdb mapped" in proc.stderr, proc.stderr  # the library read the map ...
+    assert re.search(r"layouts\.cdb (read|mapped) \(", proc.stderr), proc.stderr  # the library read the map ...
     assert attr(out / "a") == "version=1 stripe_size=1048576 stripe_count=2 osts=1,2"
     assert attr(out / "p") == "version=1 stripe_size=2097152 stripe_count=1 osts=3"  # hand-pinned ones too
     assert attr(out / "b") is None
@@ -90,6 +93,7 @@ def test_iez_run_gives_the_job_a_map_of_its_layouts_and_removes_it(backend, tmp_
     assert not list(state.rglob("layouts.cdb"))  # ... which is gone after the job
 
 
+@pytest.mark.slow
 def test_iez_run_falls_back_to_the_db_when_the_map_cannot_be_written(tmp_path):
     build_lib()
     db = fresh_db("sqlite", tmp_path, "maprunbad")

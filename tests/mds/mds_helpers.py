@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import zmq
+from waiting import scaled  # noqa: E402
 
 GiB_KB = 1024 * 1024
 
@@ -52,7 +53,7 @@ class Mds:
                  # without keys the MDS refuses to start: these tests that do not test ingest say so explicitly
                  *([] if "--curve-secret-key" in self.extra else ["--insecure"]), *self.extra],
                 env=env, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + scaled(timeout)
         while not self.status_file.exists():
             if self.proc.poll() is not None:
                 raise AssertionError(f"iez mds exited with {self.proc.returncode}: {self.log.read_text()[-2000:]}")
@@ -65,7 +66,7 @@ class Mds:
         return json.loads(self.status_file.read_text())
 
     def wait(self, predicate, timeout: float = 15, what: str = "condition") -> dict:
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + scaled(timeout)
         while True:
             try:
                 status = self.status()
@@ -118,3 +119,31 @@ def mds_factory(tmp_path):
     yield make
     for mds in started:
         mds.stop()
+
+
+class ReportingAgent:
+    """One OSS reporting through ``pub`` every ``every`` seconds, as its agent does, in a thread of its own
+    from :meth:`start` until :meth:`stop` (safe to call whether or not it started)."""
+
+    def __init__(self, pub: "Publisher", oss: str, count: int = 4, every: float = 0.3, first_seq: int = 1000):
+        import threading
+
+        self.pub, self.oss, self.count, self.every, self.seq = pub, oss, count, every, first_seq
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.seq += 1
+            self.pub.send(stats(self.oss, self.seq, 0, count=self.count))
+            self._stop.wait(self.every)
+
+    def start(self) -> "ReportingAgent":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=10)
+

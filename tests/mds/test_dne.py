@@ -22,6 +22,8 @@ from agents.lctl import parse_text
 from mds_helpers import Publisher, mds_factory, stats  # noqa: F401 (mds_factory is a fixture)
 from test_lustre_params import tree_from_text
 
+pytestmark = pytest.mark.slow
+
 POOLS = {"flash": (0, 1), "disk": (2, 3, 4, 5)}
 
 

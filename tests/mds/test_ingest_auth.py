@@ -20,6 +20,8 @@ from iez.db.models import OstRow
 from ingest_helpers import Keys, start_agent, stop
 from mds_helpers import Mds, Publisher, free_port, mds_factory, stats  # noqa: F401 (mds_factory is a fixture)
 
+pytestmark = pytest.mark.slow
+
 INT64_MAX = 2**63 - 1
 
 
@@ -244,7 +246,8 @@ def test_ost_claims_by_file_system_and_index_and_failover(tmp_path, mds_factory)
 
         # oss0 fails: once it is stale, its partner takes OST 1 over (Lustre's failover), and says so
         stop(first)
-        mds.wait(lambda s: "oss0" in s["osses"]["stale"], what="oss0 stale")
+        # stale 3 intervals + the 10 s margin after its last report (iez.freshness): give it well past that
+        mds.wait(lambda s: "oss0" in s["osses"]["stale"], timeout=45, what="oss0 stale")
         deadline = time.monotonic() + 20
         while holders(db).get(1) != "oss1":
             assert time.monotonic() < deadline, holders(db)

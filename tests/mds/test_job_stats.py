@@ -10,8 +10,10 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import httpx
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -21,6 +23,8 @@ from agents.message import TOP_JOBS, build_message, job_entries, select_osts
 from iez.api.schemas import OssStats
 from iez.mds.jobs import JobTracker
 from iez.mds.messages import Rejected, decode
+
+pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURE = Path("/work/shared/data/lustre-params/jobstats-100-jobs.txt")
@@ -175,14 +179,34 @@ def test_two_jobs_on_two_osts_show_up_with_their_bytes_in_iez_status(tmp_path):
         live.wait(lambda s: {int(i): {j["job_id"]: j["write_bytes"] for j in js}
                              for i, js in (s.get("jobs") or {}).get("osts", {}).items()} == want,
                   "the MDS's per-job view", timeout=60)
-        done = subprocess.run([sys.executable, "-m", "iez.cli", "status", "--db", live.db, "--json",
-                               "--status-file", str(live.status_file)], capture_output=True, text=True, timeout=120,
-                              env={**os.environ, "IEZ_STATE_DIR": str(tmp_path / "mds-state")})
-        assert done.returncode == 0, done.stderr
-        view = json.loads(done.stdout)
+        deadline = time.monotonic() + 60  # the MDS stores its OST rows in batches, after its status file
+        while True:
+            done = subprocess.run([sys.executable, "-m", "iez.cli", "status", "--db", live.db, "--json",
+                                   "--status-file", str(live.status_file)], capture_output=True, text=True,
+                                  timeout=120, env={**os.environ, "IEZ_STATE_DIR": str(tmp_path / "mds-state")})
+            assert done.returncode == 0, done.stderr
+            view = json.loads(done.stdout)
+            if jobs_of(view) == want or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
         assert jobs_of(view) == want
         assert view["jobs_per_oss"]["oss0"][0]["job_id"] == "4711"
         assert view["jobs_per_oss"]["oss1"][0]["job_id"] == "4712"
+        # the text view names each OST's jobs too
+        done = subprocess.run([sys.executable, "-m", "iez.cli", "status", "--db", live.db,
+                               "--status-file", str(live.status_file)], capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "IEZ_STATE_DIR": str(tmp_path / "mds-state")})
+        assert done.returncode == 0, done.stderr
+        named = {line.split()[1]: line for line in done.stdout.splitlines() if re.match(r"  OST \d+ \(", line)}
+        assert set(named) == {"1", "6"}, done.stdout
+        assert "4711 " in named["1"] and "(8.0 MiB in all)" in named["1"] and "4712 " in named["6"], done.stdout
+        # the MDS's metrics carry each OST's top jobs (a job label, bounded cardinality): the Grafana panel's series
+        from prometheus_client.parser import text_string_to_metric_families
+
+        scraped = text_string_to_metric_families(httpx.get(live.metrics_url, timeout=30).text)
+        rates = {(s.labels["ost"], s.labels["job"]): s.value for family in scraped for s in family.samples
+                 if s.name == "iez_mds_ost_job_bytes_per_second"}
+        assert set(rates) == {("1", "4711"), ("6", "4712")}, rates  # rates: 0 once the writes are over
         # the emulated servers print job_stats as Lustre does: the independent parse reads the same bytes
         tree = live.root / "oss0" / "obdfilter" / "iezfs-OST0001" / "job_stats"
         text = "obdfilter.iezfs-OST0001.job_stats=\n" + tree.read_text()

@@ -20,7 +20,7 @@ from mds_helpers import mds_factory  # noqa: F401 (fixture)
 ROOT = Path(__file__).resolve().parents[2]
 LIB = ROOT / "placement_lib" / "build" / "libiez.so"
 MiB = 1 << 20
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
 
 REREAD = r"""
 import sys, time

@@ -181,6 +181,7 @@ def frame(version: int, oss: str, seq: int, osts: dict[int, str]) -> list[bytes]
                         "cpu_pct": 1.0, "mem_pct": 2.0, "interval_s": 60, "osts": entries}).encode()]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_the_service_stores_each_osts_policy_and_the_allocator_sees_it(backend, tmp_path: Path):
     db = fresh_db(backend, tmp_path, "lustreparams")

@@ -41,6 +41,7 @@ def service(db: str, **placement) -> MdsService:
     return svc
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_two_allocation_triggers_at_once_never_over_reserve_an_ost(backend, tmp_path):
     db = fresh_db(backend, tmp_path, "mdsrace")

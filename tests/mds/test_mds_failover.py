@@ -19,6 +19,8 @@ from conftest import BACKENDS, fresh_db
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from mds_failover import drill  # noqa: E402
 
+pytestmark = pytest.mark.slow
+
 INTERVAL = 2.0
 
 

@@ -28,7 +28,7 @@ from mds_helpers import Publisher, mds_factory, stats  # noqa: F401 (mds_factory
 from test_mds_lease import INTERVAL, STALE_INTERVALS, standbys, status_pid, wait_for  # noqa: F401 (a fixture)
 from test_mds_service import add_requests, connect
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
 
 GiB_KB = 1 << 20
 

@@ -30,8 +30,9 @@ from iez.db.models import MdsLeaseRow
 from iez.mds.lease import STALE_INTERVALS, MdsLease, db_now, read_holder
 from mds_helpers import Publisher, free_port, mds_factory, stats  # noqa: F401 (mds_factory is a fixture)
 from test_mds_service import add_requests, connect
+from waiting import wait_for  # noqa: E402
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
 
 HOST = socket.gethostname()
 INTERVAL = 1.0  # the helpers' --interval: heartbeat every second, stale after 3
@@ -100,16 +101,6 @@ def status_pid(path: Path) -> int | None:
         return json.loads(path.read_text())["pid"]
     except (OSError, ValueError, KeyError):
         return None
-
-
-def wait_for(check, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def record(db: str):

@@ -18,7 +18,7 @@ from iez.db.models import AllocationRow, OstRow, OstStat
 from iez.db.requests import RequestIn, upsert_requests
 from mds_helpers import Publisher, mds_factory, stats  # noqa: F401 (mds_factory is a fixture)
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
 
 
 def connect(mds, pub: Publisher, oss: str = "probe", first_ost: int = 900) -> int:
@@ -169,14 +169,17 @@ def test_mds_restart_loses_nothing(tmp_path, mds_factory):
 
 def test_the_allocator_defers_while_the_mds_node_is_busy(tmp_path, mds_factory):
     db = fresh_db("sqlite", tmp_path, "mdsbusy")
-    mds = mds_factory(db, "--cpu-max", "0").start()  # any CPU use is too much
+    # any CPU use is too much; the gate's bound (--defer-max) far away: tests/mds/test_mds_gate.py tests it
+    mds = mds_factory(db, "--cpu-max", "0", "--defer-max", "3600").start()
     pub = Publisher(mds.endpoint)
     try:
         connect(mds, pub, oss="oss0", first_ost=0)
         add_requests(db, "ior", 2)
         status = mds.wait(lambda s: s["allocation"]["deferred"] >= 2, what="deferrals")
         assert status["allocation"]["files"] == 0
-        assert "deferring allocation of 1 application(s): MDS cpu" in mds.log.read_text()
+        assert "deferring allocation of 1 application(s) for at most 3600 s (--defer-max): MDS cpu" in \
+            mds.log.read_text()
+        assert status["gate"]["state"] == "deferring"
     finally:
         pub.close()
 

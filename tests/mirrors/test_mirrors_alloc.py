@@ -13,10 +13,13 @@ from iez.model import OSS, OST, ClusterState, WriteRequest
 
 from mirrors_helpers import GiB, batches, clusters
 
+MiB = 1 << 20
+
 #: (policy, "racks" or "oss") -> [mirrored files placed, files with two mirrors in one domain]
 SHARED: dict[tuple[str, str], list[int]] = {}
 
 
+@pytest.mark.slow
 @settings(max_examples=120, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_no_mirrored_file_placed_by_iez_has_two_mirrors_in_one_domain(data):
@@ -45,6 +48,7 @@ def test_no_mirrored_file_placed_by_iez_has_two_mirrors_in_one_domain(data):
             tally[1] += mirror_domains_shared(cluster, outcome)
 
 
+@pytest.mark.slow
 def test_zz_report_how_often_lustre_mirrors_share_a_domain():
     """Prints the rate per policy over the property test's clusters (run here when it has not run); iez's is 0."""
     if not SHARED:
@@ -156,3 +160,20 @@ def test_a_cluster_description_gives_each_ost_its_writers():
     assert make_policy("iez").place(cluster, [WriteRequest("a", "/f", GiB, 1)]).allocations[0].osts == (1,)
     with pytest.raises(DescriptionError, match="writers"):
         parse_json(described(-1))
+
+
+def test_a_pooled_mirrored_file_gets_its_copies_on_the_pools_own_domains():
+    """Issue 29, family seed 126: the pool is on two of four servers, and the domains dealt by bandwidth over the
+    whole file system put both pool servers in one group; a copy bound for the other group found no pool OST and
+    the file was refused. The groups are now dealt over the file's pool."""
+    osses = [OSS(f"oss{k}", bandwidth=4000 * MiB) for k in range(4)]
+    bw = {0: 1500, 1: 800, 2: 700, 3: 100}
+    osts = [OST(4 * k + j, f"oss{k}", 1 << 32, 1 << 31, bw[k] * MiB, pools=("flash",) if k in (1, 2) else ())
+            for k in range(4) for j in range(4)]
+    cluster = ClusterState.build(osts, osses, 0.95)
+    request = WriteRequest("a", "/big", 64 * GiB, -1, pool="flash", mirror_count=2)
+    placement = make_policy("iez").place(cluster, [request])
+    assert placement.refused == []
+    a = placement.allocations[0]
+    assert not mirror_domains_shared(cluster, a)
+    assert sorted(a.mirrors[0][0].osts + a.mirrors[1][0].osts) == list(range(4, 12))

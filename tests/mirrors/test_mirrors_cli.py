@@ -7,7 +7,11 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
+
 from conftest import iez_cli
+
+pytestmark = pytest.mark.slow
 
 MIB = 1 << 20
 COPY1 = [{"start": 0, "end": 4 * MIB, "stripe_size": MIB, "osts": [0, 1]},

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import uuid
 
+import pytest
 from sqlalchemy import update
 
 from conftest import iez_cli
@@ -29,6 +30,7 @@ def _stats(oss_id: str, indices) -> dict:
                       "read_bytes": 0, "write_bytes": 0} for i in indices]}
 
 
+@pytest.mark.slow
 def test_posted_mirror_count_is_stored_placed_in_two_osss_and_served(api, server):
     pool = "m" + uuid.uuid4().hex[:8]
     base = 60_000 + int(uuid.uuid4().hex[:4], 16) % 5_000
@@ -54,10 +56,15 @@ def test_posted_mirror_count_is_stored_placed_in_two_osss_and_served(api, server
     assert posted.status_code == 201, posted.text
     allocated = api.post("/v1/allocate", json={"app": app, "policy": POLICY})
     assert allocated.status_code == 200, allocated.text
+    answered = {a["file"]: a for a in allocated.json()["allocations"]}
+    schema = api.get("/openapi.json").json()["components"]["schemas"]["Layout"]["properties"]
+    assert {"mirrors", "preferred_mirror"} <= set(schema)  # the contract names what the answers carry
     for f in files:
         one = api.get("/v1/allocations", params={"path": f})
         assert one.status_code == 200, one.text
         got = one.json()
+        # POST /v1/allocate answers each file's copies as the lookup serves them (issue 28: it dropped them)
+        assert answered[f]["mirrors"] == got["mirrors"] and answered[f]["preferred_mirror"] == got["preferred_mirror"]
         mirrors = [[o for c in m for o in c["osts"]] for m in got["mirrors"]]
         assert len(mirrors) == 2 and got["osts"] == mirrors[0]
         assert servers[mirrors[0][0]] != servers[mirrors[1][0]]  # each copy on its own OSS

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -22,6 +23,7 @@ def _rows() -> list[dict]:
     return json.loads(done.stdout)
 
 
+@pytest.mark.slow
 def test_mirror_scenarios_report_readability_reads_and_write_cost():
     rows = _rows()
     assert {r["scenario"] for r in rows} == {"mirror-ior-fpp-2copies", "mirror-ior-fpp-3copies",
@@ -50,6 +52,7 @@ def test_mirror_scenarios_report_readability_reads_and_write_cost():
     assert racks["rr"]["shared_domain_files"] > 0
 
 
+@pytest.mark.slow
 @settings(max_examples=80, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_with_any_one_oss_failed_every_mirrored_file_iez_places_stays_readable(data):

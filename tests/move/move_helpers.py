@@ -77,9 +77,12 @@ class LiveCluster:
         engine = make_engine(database_url(self.db))
         upgrade(engine)
         engine.dispose()
-        with socket.socket() as s:
+        with socket.socket() as s, socket.socket() as m:
             s.bind(("127.0.0.1", 0))
+            m.bind(("127.0.0.1", 0))
             endpoint = f"tcp://127.0.0.1:{s.getsockname()[1]}"
+            metrics_port = m.getsockname()[1]
+        self.metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"  # the MDS's Prometheus endpoint
         desc = {"oss": [{"id": f"oss{k}", "bandwidth_mib_s": oss_mib_s, "osts": [
             {"index": i, "kbytes_total": 1 << 26, "kbytes_avail": 1 << 26, "bandwidth_mib_s": ost_mib_s}
             for i in range(4 * k, 4 * k + 4)]} for k in range(2)]}
@@ -89,7 +92,8 @@ class LiveCluster:
         env.pop("LD_PRELOAD", None)
         self.procs = [subprocess.Popen([sys.executable, "-m", "iez.cli", "mds", "--db", self.db, "--bind", endpoint,
                                         "--interval", "1", "--insecure", "--status-file", str(self.status_file),
-                                        "--cpu-max", "100", "--mem-max", "100"], env=env,
+                                        "--cpu-max", "100", "--mem-max", "100",
+                                        "--metrics-bind", f"127.0.0.1:{metrics_port}"], env=env,
                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO)]
         self.procs.append(subprocess.Popen([sys.executable, "-m", "iez.cli", "cluster", "emulate", "--cluster",
                                             str(tmp / "cluster.json"), "--root", str(self.root), "--data",
@@ -106,7 +110,9 @@ class LiveCluster:
     def wait(self, predicate, what: str, timeout: float = 60) -> dict:
         import time
 
-        deadline = time.monotonic() + timeout
+        from waiting import scaled
+
+        deadline = time.monotonic() + scaled(timeout)
         while time.monotonic() < deadline:
             status = self.status()
             if predicate(status):

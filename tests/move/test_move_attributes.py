@@ -21,6 +21,8 @@ from move_helpers import (REPO, XATTR, MiB, decorate, differences, emulated_clus
 
 from iez.move.attributes import Attributes, data_extents, open_source
 
+pytestmark = pytest.mark.slow
+
 
 def sparse_striped(path: Path, osts: list[int], rng: random.Random) -> Path:
     """3.5 MiB striped over ``osts`` at 1 MiB: data, a 1.5 MiB hole (crossing a chunk), data, a hole to the end."""

@@ -13,9 +13,13 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from move_helpers import REPO, LiveCluster, MiB, XATTR, emulated_cluster, iez_copy, sha, with_layout
 
 from iez.layout.emulated import parse_attr
+
+pytestmark = pytest.mark.slow
 
 
 def test_every_byte_mode_and_layout_arrives_and_chunks_add_up(tmp_path):

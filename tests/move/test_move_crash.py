@@ -8,6 +8,8 @@ import pytest
 from iez.move import MoveOptions, move
 from iez.move import mover
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.mark.parametrize("naive", [False, True])
 def test_a_crashing_worker_fails_the_files_it_leaves(tmp_path, monkeypatch, naive):

@@ -7,7 +7,11 @@ ones before it), and the sources are as they were (their atime too)."""
 
 from __future__ import annotations
 
+import pytest
+
 from move_helpers import copy_under_kills
+
+pytestmark = pytest.mark.slow
 
 
 def test_twenty_kills_then_a_complete_copy(tmp_path):

@@ -12,10 +12,14 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from move_helpers import REPO, LiveCluster, MiB, XATTR, emulated_cluster, iez_copy, sha
 
-from iez.demo.pipeline import find_library
+from iez.runtime import find_library
 from iez.layout.emulated import parse_attr
+
+pytestmark = pytest.mark.slow
 
 #: Copy 1 (preferred) on OST 1 of oss0, copy 2 on OST 5 of oss1: one stripe object each.
 MIRRORED = "version=3 mirror=1:prefer comp=0:eof:1048576:1:1 mirror=2 comp=0:eof:1048576:1:5"

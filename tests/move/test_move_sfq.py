@@ -19,6 +19,8 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "emulate"))
 from test_bandwidth_emulation import cluster, env, lib, with_layout  # noqa: E402,F401 (lib is a fixture)
 
+pytestmark = pytest.mark.slow
+
 
 def run_flows(sched: SfqD, flows: dict[str, tuple[float, int]], seconds: float, service_s: float,
               in_service: list | None = None) -> dict[str, int]:

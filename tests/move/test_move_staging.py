@@ -15,9 +15,14 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "emulate"))
 from test_bandwidth_emulation import cluster, lib, with_layout  # noqa: E402,F401 (lib is a fixture)
+from waiting import wait_for  # noqa: E402
+
+pytestmark = pytest.mark.slow
 
 MiB = 1 << 20
 
@@ -40,13 +45,6 @@ def status(env: dict) -> list[dict]:
     done = iez(["stage", "status", "--all", "--json"], env)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
-
-
-def wait_for(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
 
 
 def digest(path: Path) -> str:

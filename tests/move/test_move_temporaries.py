@@ -18,6 +18,8 @@ from move_helpers import REPO, XATTR, MiB, emulated_cluster, iez_copy, sha, temp
 
 from iez.move import temps
 
+pytestmark = pytest.mark.slow
+
 #: A real process that writes temporaries beside each path given (both kinds), says so, and waits.
 WRITER = r"""
 import os, sys, time

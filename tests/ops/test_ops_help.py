@@ -63,6 +63,7 @@ def test_commands_and_options_have_help_and_defaults(path, parser):
     assert "%%" not in text and "``" not in text and ":mod:" not in text, text
 
 
+@pytest.mark.slow
 def test_top_level_help_is_for_users():
     done = subprocess.run([sys.executable, "-m", "iez.cli", "--help"], capture_output=True, text=True)
     assert done.returncode == 0
@@ -71,6 +72,7 @@ def test_top_level_help_is_for_users():
     assert "deploy/README.md" in done.stdout
 
 
+@pytest.mark.slow
 def test_bench_allocate_help_prints_percent_once():
     done = subprocess.run([sys.executable, "-m", "iez.cli", "bench", "allocate", "--help"], capture_output=True,
                           text=True)

@@ -15,6 +15,8 @@ from ops_helpers import Mds, free_port
 
 from conftest import fresh_db
 
+pytestmark = pytest.mark.slow
+
 
 def iez(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "iez.cli", *args], capture_output=True, text=True, timeout=timeout,

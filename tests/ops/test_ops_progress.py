@@ -10,7 +10,11 @@ import select
 import subprocess
 import sys
 
+import pytest
+
 from ops_helpers import REPO
+
+pytestmark = pytest.mark.slow
 
 SIM = ["simulate", "--scenario", "paper-ior-fpp-sc8-8,paper-ior-fpp-sc8-16", "--policy", "rr,iez", "--json"]
 

@@ -273,10 +273,10 @@ def reset_dir(path: Path, setup: Callable[[Path], None] | None = None) -> Path:
 
 
 # ---- errno_probe --------------------------------------------------------------------
-PROBE_FAILS = ["missing/f", "missing/g", "missing/h", "regular/f", "newdir", "dangling", "target", "exists", "adir",
-               "nothere"]
+PROBE_FAILS = ["missing/f", "missing/g", "missing/h", "regular/f", "newdir", "dangling", "exists", "adir", "nothere"]
+# "target": created through the dangling link "dangling" (creat_through_dangling), placed as the target's path
 PROBE_CREATES = ["new_excl", "new_trunc", "new_rdonly", "new_append", "creat_new", "fopen_wx_new", "fopen_w_new",
-                 "fopen_a_new", "openat_new"]
+                 "fopen_a_new", "openat_new", "target"]
 TOUCHED = [f"f{i:02d}" for i in range(20)]
 
 

@@ -27,7 +27,7 @@ from conftest import MIB, counts_rows, fresh_db, layout_text, layouts_below, pin
 from iez.config import database_url
 from iez.maps import MapEntry, write_map
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]
 
 TIMEOUT = 60  # each run; plain runs take well under a second
 NAMES = ["app.db", "app.db-journal", "app.db-wal", "app.db-shm", "out.txt", "backup.db", "backup.db-journal",

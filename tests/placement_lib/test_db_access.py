@@ -13,6 +13,8 @@ from conftest import BACKENDS, MIB, clean_env, counts_rows, fresh_db, layouts_be
 
 from iez.config import database_url
 
+pytestmark = pytest.mark.slow
+
 
 def _mysql_parts() -> tuple[str, str]:
     """(user@host:port, database) of the test MariaDB, from IEZ_TEST_MYSQL_URL."""

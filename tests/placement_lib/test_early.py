@@ -10,6 +10,8 @@ import pytest
 
 from conftest import BACKENDS, fresh_db
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -21,6 +21,8 @@ import pytest
 from conftest import (MIB, TOUCHED, Runner, counts_rows, fresh_db, layouts_below, pin_layouts, pin_probe_paths,
                       probe_setup, reset_dir)
 
+pytestmark = pytest.mark.slow
+
 NFILES = len(TOUCHED)
 TIMEOUT_MS = 100
 # One process pays the time-out once, then stops asking: 20 creates that each paid it would take 2 s.

@@ -29,6 +29,8 @@ from conftest import LIB_DIR, LAYOUT_XATTR, MIB, _make, counts_rows, layouts_bel
 from iez.layout.emulated import canonical_template, format_attr, format_components, parse_attr
 from iez.layout.lustre import parse_lov_user_md
 
+pytestmark = pytest.mark.slow
+
 TOOL = LIB_DIR / "build" / "layout_tool"
 
 # ---- the text: C and Python agree ----------------------------------------------------------------------

@@ -8,6 +8,8 @@ import pytest
 
 from conftest import BACKENDS, MIB, Runner, counts_rows, layouts_below, pin_layouts, reset_dir, run_cmd, tree
 
+pytestmark = pytest.mark.slow
+
 MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 NP = 4
 CHUNK = 256 * 1024

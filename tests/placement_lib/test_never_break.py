@@ -25,6 +25,8 @@ from iez.db.engine import make_engine
 from iez.layout.emulated import read_sidecar
 from iez.maps import MapEntry, write_map
 
+pytestmark = pytest.mark.slow
+
 MODES = ("sqlite", "mariadb", "map")
 
 

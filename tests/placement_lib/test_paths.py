@@ -12,6 +12,8 @@ import pytest
 from conftest import (BACKENDS, MIB, PROBE_CREATES, counts_rows, layouts_below, pin_layouts, pin_probe_paths,
                       probe_setup, reset_dir)
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("backend", BACKENDS)

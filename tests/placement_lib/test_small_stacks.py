@@ -19,7 +19,7 @@ import pytest
 from conftest import MIB, counts_rows, layouts_below, pin_layouts
 from iez.maps import MapEntry, write_map
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 
 MODES = ("off", "map", "sqlite", "mariadb", "trace")
 BUDGET = 4096  # bytes of the caller's stack libiez may use beyond the plain call's

@@ -17,6 +17,8 @@ import pytest
 
 from conftest import BACKENDS, MIB, assert_layouts_match_db, counts_rows, layouts_below, pin_cli, pin_layouts
 
+pytestmark = pytest.mark.slow
+
 
 def _bytes(n: int, seed: int) -> bytes:
     """Deterministic incompressible bytes."""

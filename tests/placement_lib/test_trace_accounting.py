@@ -30,7 +30,7 @@ import pytest
 
 from conftest import run_cmd
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 
 HEADER = ["path", "bytes_written", "file_size", "stripe_count", "stripe_size", "rank", "comm_size",
           "open_time", "pid", "host", "app", "job", "layout", "dir_layout"]

@@ -22,7 +22,7 @@ import pytest
 
 from conftest import reset_dir, run_cmd
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]
 
 # apps() builds with -O2; -fno-inline keeps every stdio call a call (__NO_INLINE__: no inline putc_unlocked)
 # what the stream cases write; libc's own text (perror ... addmntent) has the length libc gives it

@@ -22,7 +22,7 @@ HEADER = ["path", "bytes_written", "file_size", "stripe_count", "stripe_size", "
           "open_time", "pid", "host", "app", "job", "layout", "dir_layout"]
 MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", "OMPI_MCA_rmaps_base_oversubscribe": "1"}
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")

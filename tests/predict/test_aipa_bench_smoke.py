@@ -5,9 +5,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "aipa_bench.py"
 
 
+@pytest.mark.slow
 def test_noise_free_rows_are_exact(tmp_path):
     out = tmp_path / "rows.json"
     proc = subprocess.run([sys.executable, str(SCRIPT), "--ranks", "8", "--noise", "0", "--runs", "3", "--no-grid",

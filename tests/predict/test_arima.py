@@ -17,6 +17,7 @@ def test_the_paper_grid_has_216_orders():
     assert (5, 1, 2) in orders and (2, 1, 1) in orders
 
 
+@pytest.mark.slow
 def test_an_arima_forecast_of_a_noisy_series_beats_the_naive_one():
     """AR(1) noise around a level: the fitted model forecasts towards the level, naive repeats the last value."""
     rng = np.random.default_rng(11)
@@ -36,6 +37,7 @@ def test_an_arima_forecast_of_a_noisy_series_beats_the_naive_one():
     assert arima_se < 0.8 * naive_se
 
 
+@pytest.mark.slow
 def test_predict_on_noisy_runs_fits_the_sizes_and_beats_repeating_the_last_run(tmp_path):
     arima_acc, naive_acc = [], []
     for seed in (0, 1, 2):
@@ -50,6 +52,7 @@ def test_predict_on_noisy_runs_fits_the_sizes_and_beats_repeating_the_last_run(t
     assert sum(arima_acc) > sum(naive_acc)
 
 
+@pytest.mark.slow
 def test_fast_selection_is_within_half_a_point_of_the_grid_with_fewer_fits(tmp_path):
     write_runs(SynthSpec("hacc-fpp", 8, runs=4, noise=0.02, seed=9), tmp_path)
     runs = load_runs(tmp_path)
@@ -62,6 +65,7 @@ def test_fast_selection_is_within_half_a_point_of_the_grid_with_fewer_fits(tmp_p
     assert fast_fits < grid_fits
 
 
+@pytest.mark.slow
 def test_fits_are_counted_and_quiet_and_the_same_in_worker_processes(capfd):
     rng = np.random.default_rng(5)
     y = rng.normal(0, 1, 48)
@@ -76,6 +80,7 @@ def test_fits_are_counted_and_quiet_and_the_same_in_worker_processes(capfd):
     assert out == "" and err == ""
 
 
+@pytest.mark.slow
 def test_an_order_with_too_few_observations_is_not_fitted():
     scored = score_order((np.arange(6, dtype=float), 2, (2, 1, 2)))
     assert scored.status == "too-short" and scored.score is None

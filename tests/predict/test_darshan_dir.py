@@ -30,6 +30,7 @@ def learn(tmp: Path, logs: Path, db: str) -> tuple[dict, str]:
     return json.loads(done.stdout), done.stderr
 
 
+@pytest.mark.slow
 def test_a_darshan_tree_is_learnt_incrementally_and_never_read_twice(tmp_path):
     db = str(tmp_path / "iez.db")
     subprocess.run([sys.executable, "-m", "iez.cli", "db", "upgrade", "--db", db], check=True, cwd=REPO,

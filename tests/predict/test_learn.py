@@ -21,6 +21,8 @@ from iez.predict.synth import SynthSpec, write_runs
 
 from predict_helpers import add_cluster
 
+pytestmark = pytest.mark.slow
+
 COUNTS_HEADER = "app,job,host,pid,rank,hits,misses,errors,started,ended\n"
 
 

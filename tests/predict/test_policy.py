@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 
+import pytest
 from sqlalchemy import update
 
 from conftest import fresh_db, run_iez
@@ -70,6 +71,7 @@ def test_traces_without_layout_columns_predict_no_policy(tmp_path):
     assert (r.pool, r.components, r.default_layout) == (None, (), None)
 
 
+@pytest.mark.slow
 def test_predict_json_and_out_carry_pool_and_template(tmp_path):
     for job in (1, 2):
         write_run(tmp_path / "t", job, FLASH_PFL)
@@ -94,6 +96,7 @@ def test_predict_json_and_out_carry_pool_and_template(tmp_path):
         ("flash", FLASH_TEMPLATE)}
 
 
+@pytest.mark.slow
 def test_a_bad_template_in_a_requests_file_names_the_request(tmp_path):
     path = tmp_path / "r.json"
     path.write_text(json.dumps([{"file": "/s/a", "write_bytes": 1, "run": 1, "components": [{"stripe_count": 1}]}]))

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from sqlalchemy import update
 
 from conftest import fresh_db, run_iez
@@ -24,6 +25,8 @@ from iez.model import EOF_END, Component
 from iez.placement import PlacementSettings, place_app
 from iez.predict.learn import needs_retrace
 from predict_helpers import add_cluster
+
+pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
 MIB = 1 << 20

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from conftest import run_iez
 from iez.sim.workloads import load_requests
 from iez.predict.synth import SynthSpec, write_runs
+
+pytestmark = pytest.mark.slow
 
 VARIABLES = {"write_bytes", "stripe_count", "rank"}
 

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from conftest import fresh_db, run_iez
 from iez.config import Settings, database_url
 from iez.placement import PlacementSettings, place_app
@@ -17,6 +19,8 @@ from iez.db.requests import app_summary
 from iez.layout.emulated import parse_attr
 from iez.predict.learn import needs_retrace
 from predict_helpers import add_cluster
+
+pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
 MIB = 1 << 20
@@ -95,7 +99,7 @@ def test_run_options_may_follow_the_app_and_a_missing_library_is_one_line(tmp_pa
     env = {"IEZ_STATE_DIR": str(tmp_path / "state"), "IEZ_DB": str(tmp_path / "iez.db")}
     proc = run_iez("run", "app", "--preload", str(tmp_path / "nope.so"), "--", "true", env=env)
     assert proc.returncode == 2
-    assert proc.stderr.strip() == f"iez run: error: preload library {tmp_path / 'nope.so'} not found: build it " \
-        "with `make -C placement_lib` or set IEZ_PRELOAD_LIB"
+    assert proc.stderr.strip() == f"iez run: error: --preload={tmp_path / 'nope.so'} does not exist (the preload " \
+        "library libiez.so)"
     proc = run_iez("run", "app", env=env)
     assert proc.returncode == 2 and "no command to run" in proc.stderr

@@ -33,7 +33,7 @@ os.makedirs(out, exist_ok=True)
 with open(os.path.join(out, f"part.{rank}"), "wb") as f:
     f.write(b"x" * ((rank + 1) << 20))
 """
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 
 # ---- the scope rule ------------------------------------------------------------------------------
 

@@ -60,6 +60,7 @@ def test_bad_arguments_are_refused():
             SynthSpec(**kwargs)
 
 
+@pytest.mark.slow
 def test_cli_writes_one_trace_file_per_rank_per_run_that_parse_reads_back(tmp_path):
     out = tmp_path / "hacc"
     proc = run_iez("trace", "synth", "--workload", "hacc-fpp", "--ranks", "8", "--runs", "3", "--out", str(out),

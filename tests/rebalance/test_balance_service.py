@@ -23,6 +23,8 @@ from rebalance_helpers import MiB, digests, fill, make_cluster
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "move"))
 from move_helpers import compare, decorate, snapshot, temporaries  # noqa: E402
 
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[2]
 IEZ = [sys.executable, "-m", "iez.cli"]
 OST_MIB = 16
@@ -115,7 +117,7 @@ print(done / (time.monotonic() - start))
 
 def job_speed(tmp: Path, root: Path, path: Path, osts: list[int], seconds: float = 2.0) -> float:
     """Bytes/s a plain job (no I/O class) writes into a file striped over ``osts`` of the emulated cluster."""
-    from iez.demo.pipeline import find_library
+    from iez.runtime import find_library
 
     with open(path, "wb") as handle:
         os.setxattr(handle.fileno(), "user.iez.layout",

@@ -13,6 +13,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 import layout_kinds as lk
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "move"))
@@ -20,6 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "move"))
 from move_helpers import compare, temporaries  # noqa: E402
 
 from iez.emulate.cluster import ClusterLayout, tree_states  # noqa: E402
+
+pytestmark = pytest.mark.slow
 
 IEZ = [sys.executable, "-m", "iez.cli"]
 

@@ -10,7 +10,11 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from rebalance_helpers import MiB, digests, fill, make_cluster
+
+pytestmark = pytest.mark.slow
 
 IEZ = [sys.executable, "-m", "iez.cli"]
 

@@ -10,9 +10,13 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "move"))
 
 from move_helpers import rebalance_under_kills  # noqa: E402
+
+pytestmark = pytest.mark.slow
 
 
 def test_twenty_kills_then_a_complete_apply(tmp_path):

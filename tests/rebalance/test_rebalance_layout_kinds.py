@@ -10,6 +10,8 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 import layout_kinds as lk
 from test_drain import check_intact, iez, objects
 
@@ -26,6 +28,7 @@ def planned(tmp_path, root) -> tuple[dict, Path]:
     return json.loads(done.stdout), path
 
 
+@pytest.mark.slow
 def test_pfl_mirrored_and_overstriped_files_are_planned_and_moved_keeping_their_layouts(tmp_path):
     # one balancing domain (no pool): a file whose OSTs lie in several pools' domains is left to iez drain
     root = lk.cluster(tmp_path, per_ost_mib=32, flash=False)
@@ -61,6 +64,7 @@ def test_pfl_mirrored_and_overstriped_files_are_planned_and_moved_keeping_their_
     assert replan["spread_before"] <= 0.05 + 1e-6 and replan["moves"] == []
 
 
+@pytest.mark.slow
 def test_a_mirrored_or_pfl_file_changed_or_removed_after_the_plan_is_skipped_and_said(tmp_path):
     root = lk.cluster(tmp_path, per_ost_mib=32, flash=False)
     lk.tree(root, n=4, drained=0, plain=False, pooled=False, decorate_files=False)

@@ -212,6 +212,7 @@ def test_mirror_ids_are_read_from_the_component_ids():
     assert lustre.parse_lov_user_md(raw, "f").mirrors[1][0].osts == (1,)  # the same buffer, as iez reads it
 
 
+@pytest.mark.slow
 def test_a_mirror_moves_on_lustre_by_extend_then_split_and_a_rerun_does_neither_again(tmp_path, a_file,
                                                                                       monkeypatch):
     from iez.model import EOF_END, Component

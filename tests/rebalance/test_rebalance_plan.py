@@ -8,6 +8,7 @@ import random
 import subprocess
 import sys
 
+import pytest
 from rebalance_helpers import KiB, MiB, fill, make_cluster, write_file
 
 from iez.model import raid0_bytes
@@ -33,6 +34,7 @@ def check_moves(plan: dict, usable: set[int]) -> None:
         assert m["to"] != m["from"]
 
 
+@pytest.mark.slow
 def test_cluster_20_to_90_percent_full_reaches_target_within_5_percent_of_optimum(tmp_path):
     root = make_cluster(tmp_path, [{"index": j, "mib": 16} for j in range(8)])
     fills = dict(zip(range(8), random.Random(3).sample([0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9], 8)))
@@ -51,6 +53,7 @@ def test_cluster_20_to_90_percent_full_reaches_target_within_5_percent_of_optimu
     assert plan["bytes_moved"] == sum(m["bytes"] for m in plan["moves"])
 
 
+@pytest.mark.slow
 def test_cluster_that_gained_an_empty_oss(tmp_path):
     osts = [{"index": j, "mib": 16} for j in range(12)]
     root = make_cluster(tmp_path, osts)
@@ -87,6 +90,7 @@ def random_instance(seed: int, osts: int = 6, files: int = 60, multi: bool = Fal
     return [Ost(j, cap, load[j]) for j in range(osts)], out
 
 
+@pytest.mark.slow
 def test_heuristic_within_5_percent_of_the_milp_optimum_on_small_instances():
     for seed in range(3):
         osts, files = random_instance(seed)
@@ -100,6 +104,7 @@ def test_heuristic_within_5_percent_of_the_milp_optimum_on_small_instances():
         assert greedy.bytes_moved <= 1.05 * best_bound, (seed, greedy.bytes_moved, best_bound)
 
 
+@pytest.mark.slow
 def test_small_multi_stripe_instances_are_planned_exactly():
     for seed in range(2):
         osts, files = random_instance(seed, osts=5, files=24, multi=True)
@@ -111,6 +116,7 @@ def test_small_multi_stripe_instances_are_planned_exactly():
             assert len(set(m.to)) == len(m.to) == len(m.file.osts)
 
 
+@pytest.mark.slow
 def test_pools_and_osts_that_refuse_stripes(tmp_path):
     states = {1: "nocreate", 3: "inactive", 5: "readonly", 6: "degraded"}
     pools = {j: ("fast" if j < 4 else "slow") for j in range(8)}
@@ -139,6 +145,7 @@ def test_pools_and_osts_that_refuse_stripes(tmp_path):
     assert all(set(m["to"]) <= {4, 7} for m in only["moves"])
 
 
+@pytest.mark.slow
 def test_unreachable_target_exits_1_and_comes_as_close_as_it_can(tmp_path):
     root = make_cluster(tmp_path, [{"index": 0, "mib": 16, "base": 0.7}, {"index": 1, "mib": 16, "base": 0.1}])
     fill(root, {0: 0.1}, 16, seed=6, multi=0.0)
@@ -148,6 +155,7 @@ def test_unreachable_target_exits_1_and_comes_as_close_as_it_can(tmp_path):
     assert all(m["to"] == [1] for m in plan["moves"])
 
 
+@pytest.mark.slow
 def test_bad_options_are_one_line(tmp_path):
     root = make_cluster(tmp_path, [{"index": j, "mib": 16} for j in range(2)])
     for extra, words in ((["--target", "1.5"], "--target"), (["--pool", "nope"], "no such pool")):
@@ -159,6 +167,7 @@ def test_bad_options_are_one_line(tmp_path):
     assert done.returncode == 2 and "no emulated cluster" in done.stderr
 
 
+@pytest.mark.slow
 def test_plan_from_the_db_live_view_and_files_below_root(tmp_path):
     from datetime import timedelta
 
@@ -167,7 +176,7 @@ def test_plan_from_the_db_live_view_and_files_below_root(tmp_path):
     from iez.db.engine import make_engine
     from iez.db.models import utcnow
     from iez.db.stats import OssReport, OstReport
-    from iez.mds.store import store_batch
+    from iez.db.ingest import store_batch
 
     rng = random.Random(8)
     data = tmp_path / "lustre"

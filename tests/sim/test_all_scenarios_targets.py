@@ -17,6 +17,8 @@ from conftest import iez_cli
 from iez.sim.engine import job_objects, prepare
 from iez.sim.scenarios import SCENARIOS
 
+pytestmark = pytest.mark.slow
+
 #: Floating-point slack on "never slower" (the times are sums of bytes over bandwidths).
 REL = 1e-9
 

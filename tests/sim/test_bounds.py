@@ -49,6 +49,7 @@ def best_placement(cluster, objects, candidates, room, bandwidths):
     return best
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(instances())
 def test_no_placement_within_the_cap_beats_the_makespan_bound(instance):
@@ -97,6 +98,7 @@ def pieces_and_osts(draw):
     return pieces, avail
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(pieces_and_osts())
 def test_no_placement_beats_the_ost_cost_bound_with_mixed_sizes(instance):

@@ -6,6 +6,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.slow
+
 CONTRACT_FIELDS = {"scenario", "policy", "ost_cost", "ost_cost_bound", "oss_cost", "max_ost_util", "mean_ost_util",
                    "max_fill", "mean_fill", "makespan_s", "makespan_bound_s", "enospc_files", "excluded_bytes",
                    "refused"}

@@ -25,6 +25,7 @@ def job(app, sizes, stripe_count=1, pool=None):
                           for i, size in enumerate(sizes)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", POLICIES)
 def test_every_byte_is_counted_exactly_even_below_one_kib(policy):
     sizes = [0, 1, 100, 1023, 1025, 4097, 65535, 131073, 999_999_937, 3 * GiB + 7]

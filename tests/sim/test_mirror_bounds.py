@@ -114,6 +114,7 @@ def instances(draw):
     return cluster, requests or [WriteRequest("app", "/m/0", 64 * MiB, 1, 0, mirror_count=2)]
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(instances())
 def test_no_placement_of_every_copy_within_the_cap_beats_the_bound(instance):

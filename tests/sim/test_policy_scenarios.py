@@ -29,6 +29,7 @@ def test_the_issue_names_a_scenario_for_each_policy():
         POLICY)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", POLICY)
 def test_iez_honours_the_policies_and_is_fastest(results, name):
     iez, rr, qos = (results[(name, p)] for p in ("iez", "rr", "qos"))

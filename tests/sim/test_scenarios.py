@@ -45,6 +45,7 @@ def test_each_new_family_has_three_variants_or_more(family):
     assert len(resolve(family)) >= 3
 
 
+@pytest.mark.slow
 def test_no_policy_beats_the_bounds(results):
     for (name, policy), r in results.items():
         assert r.ost_cost >= r.ost_cost_bound - 1e-9, (name, policy)
@@ -52,11 +53,13 @@ def test_no_policy_beats_the_bounds(results):
             assert r.makespan_s >= r.makespan_bound_s * (1 - 1e-9), (name, policy)
 
 
+@pytest.mark.slow
 def test_bounds_do_not_depend_on_the_policy(results):
     for name in {n for n, _ in results}:
         assert len({results[(name, p)].makespan_bound_s for p in ("rr", "qos", "iez")}) == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", PAPER + SKEWED + ["seq-mixed-jobs"] + NEW)
 def test_iez_meets_the_targets_of_issue_12(results, name):
     if name in KNOWN:
@@ -72,6 +75,7 @@ def test_iez_meets_the_targets_of_issue_12(results, name):
         assert iez.makespan_s <= 1.01 * min(baselines)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", [n for n in NEW if n.startswith("seq-skewed")])
 def test_every_job_of_a_sequence_is_as_fast_as_round_robin_and_fill_spreads_no_more(results, name):
     iez, rr = results[(name, "iez")], results[(name, "rr")]
@@ -80,6 +84,7 @@ def test_every_job_of_a_sequence_is_as_fast_as_round_robin_and_fill_spreads_no_m
     assert iez.fill_spread_after <= rr.fill_spread_after
 
 
+@pytest.mark.slow
 def test_cap_bound_scenarios_are_where_round_robin_passes_the_cap(results):
     for name in CAP_BOUND:
         rr, iez = results[(name, "rr")], results[(name, "iez")]
@@ -87,6 +92,7 @@ def test_cap_bound_scenarios_are_where_round_robin_passes_the_cap(results):
         assert iez.makespan_s <= iez.makespan_bound_s * 1.001
 
 
+@pytest.mark.slow
 def test_skewed_fill_turns_lustre_to_its_weighted_allocator(results):
     # Lustre's QoS only takes over once free space is more than 17 % apart: the paper fill
     # (10-22 % full) keeps it in round-robin, the skewed fill (20-80 %) does not.

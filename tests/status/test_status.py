@@ -13,9 +13,9 @@ import pytest
 from conftest import iez_cli
 from iez.config import database_url
 from iez.db.engine import make_engine
+from iez.db.ingest import store_batch
 from iez.db.models import utcnow
 from iez.db.stats import OssReport, OstReport
-from iez.mds.store import store_batch
 from iez.mds.view import ClusterView
 
 GiB_KB = 1024 * 1024
@@ -50,6 +50,7 @@ def fill_db(db: str) -> None:
     engine.dispose()
 
 
+@pytest.mark.slow
 def test_status_json_shows_states_pools_space_load_and_freshness(db: str, tmp_path: Path):
     fill_db(db)
     status_file = tmp_path / "mds-status.json"
@@ -76,6 +77,7 @@ def test_status_json_shows_states_pools_space_load_and_freshness(db: str, tmp_pa
     assert view["qos"] == {"prio_free_pct": 90, "threshold_rr_pct": 17}
 
 
+@pytest.mark.slow
 def test_status_table_and_stale_rule(db: str, tmp_path: Path):
     fill_db(db)
     done = iez_cli("status", "--db", db, "--status-file", str(tmp_path / "none.json"))
@@ -100,6 +102,7 @@ def test_status_of_a_missing_db_is_one_line(tmp_path: Path):
     assert not missing.parent.exists()  # reading never creates
 
 
+@pytest.mark.slow
 def test_status_of_an_empty_db_says_nobody_reported(db: str):
     done = iez_cli("status", "--db", db)
     assert done.returncode == 0 and "no OSS has reported yet" in done.stdout

@@ -11,7 +11,11 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from test_status import fill_db
+
+pytestmark = pytest.mark.slow
 
 
 def read_until(fd: int, needle: bytes, timeout: float = 30.0) -> bytes:

@@ -54,6 +54,7 @@ def test_the_logs_are_all_there():
     assert sorted(p.stem for p in LOGS.glob("*.darshan")) == sorted(ALL_LOGS)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ALL_LOGS)
 def test_every_log_imports(imported, name):
     for keep_read in (False, True):
@@ -77,6 +78,7 @@ def test_the_empty_log_gives_no_requests(imported):
     assert read_log(log("empty")).modules == []
 
 
+@pytest.mark.slow
 def test_theta_imbalanced_io(imported):
     every = imported("theta-imbalanced-io", True)
     lustre = [r for r in every if r.ost_ids is not None]
@@ -237,6 +239,7 @@ def test_out_csv_replays_in_the_simulator(tmp_path):
     assert all(r["ost_cost"] >= 1 and r["max_fill"] > 0 for r in results)
 
 
+@pytest.mark.slow
 def test_store(backend, tmp_path):
     db = fresh_db(backend, tmp_path, "darshan_store")
     proc = iez_cli("trace", "import-darshan", log("theta-imbalanced-io"), "--store", "--app", "theta",

@@ -226,6 +226,7 @@ def utc(seconds: float) -> datetime:
     return datetime.fromtimestamp(seconds, timezone.utc).replace(tzinfo=None)
 
 
+@pytest.mark.slow
 def test_store_puts_requests_and_runs_in_the_db(backend, tmp_path):
     db = fresh_db(backend, tmp_path, "trace_store")
     ior_run(tmp_path / "t")
@@ -369,6 +370,7 @@ def test_skips_are_summed_apart_from_misses(tmp_path):
         read_counts(tmp_path / "bad" / "iez-counts.x.csv")
 
 
+@pytest.mark.slow
 def test_store_keeps_pool_template_default_and_skips(backend, tmp_path):
     """A trace whose directory default is a pool + PFL template becomes a request with that pool, template and
     learnt default in the DB; the run keeps its skips apart from its misses."""
@@ -396,6 +398,7 @@ def test_store_keeps_pool_template_default_and_skips(backend, tmp_path):
         engine.dispose()
 
 
+@pytest.mark.slow
 def test_a_changed_default_retires_the_allocation(tmp_path):
     """Learning the same file under another directory default is a new request: its allocation goes stale."""
     from iez.db.allocations import lookup

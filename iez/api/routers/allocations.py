@@ -32,6 +32,8 @@ from iez.db.engine import read
 from iez.db.lookup import LayoutReader
 from iez.db.owners import owner_of
 from iez.db.requests import NotFound
+from iez.db.models import utcnow
+from iez.db.stats import stale_reasons
 from iez.layout.model import component_json
 from iez.model import Allocation, MiB
 from iez.trace.policy import composite
@@ -43,18 +45,22 @@ reads = APIRouter(tags=["allocations"])
 
 
 def layout_of(a: Allocation) -> Layout:
-    """The answer for one allocation: the plain fields, and ``pool``/``components`` when it has them."""
+    """The answer for one allocation: the plain fields, ``pool``/``components`` when it has them, and a mirrored
+    file's ``mirrors``/``preferred_mirror`` as ``GET /v1/allocations`` gives them."""
+    mirrored = len(a.mirrors) > 1
     return Layout(file=a.file, stripe_size=a.stripe_size, stripe_count=a.stripe_count, osts=list(a.osts),
                   pool=a.pool or None,
                   components=[component_json(c) for c in a.components] if composite(a.components) else None,
-                  note=a.note or None)
+                  note=a.note or None,
+                  mirrors=[[component_json(c) for c in m] for m in a.mirrors] if mirrored else None,
+                  preferred_mirror=a.preferred_mirror if mirrored else None)
 
 
 @router.post(
     "/v1/allocate",
     response_model=Allocations,
     response_model_exclude_none=True,
-    responses={404: {"model": Problem}, 409: {"model": Problem}},
+    responses={404: {"model": Problem}, 409: {"model": Problem}, 503: {"model": Problem}},
 )
 def allocate(
     body: AllocateIn,
@@ -66,7 +72,8 @@ def allocate(
     """Run the policy over the app's pending requests against the latest OST statistics less active reservations.
 
     Allocations and their reservations are stored in one transaction. Refusal is per file: files that cannot
-    be placed are listed in ``refused`` with their reason (also stored on the request); 409 when none fits.
+    be placed are listed in ``refused`` with their reason (also stored on the request); 409 when none fits,
+    503 naming the stale OSSs ("OSS oss1: no report for 42 s (stale after 9 s)") when some OSSs are stale.
     A user allocates only applications they own (404 for any other).
     """
     if not who.admin:
@@ -87,6 +94,12 @@ def allocate(
     if done.refused and not done.placed:
         metrics.allocation_failures.inc()
         file, reason = done.refused[0]
+        stale = read(engine, lambda conn: stale_reasons(conn, utcnow(), StaleRule.from_settings(settings)))
+        if stale:  # name the real cause: the OSTs are left out because their OSSs stopped reporting
+            raise HTTPException(503, f"no file of {body.app} could be placed ({len(done.refused)} refused): "
+                                     f"{'; '.join(stale[:5])}{'; ...' if len(stale) > 5 else ''}; their OSTs are "
+                                     f"left out until they report again (is iez-agent running there, and iez mds?); "
+                                     f"{file}: {reason}")
         raise HTTPException(409, f"no file of {body.app} could be placed ({len(done.refused)} refused); "
                                  f"{file}: {reason}")
     return Allocations(

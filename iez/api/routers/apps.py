@@ -15,7 +15,7 @@ from sqlalchemy import Engine
 
 from iez.api import deps
 from iez.api.auth import Caller
-from iez.api.schemas import Problem
+from iez.api.schemas import AppOut, Problem
 from iez.db.engine import read
 from iez.db.owners import owner_of
 from iez.db.requests import NotFound, app_summary
@@ -34,7 +34,7 @@ def check_owner(engine: Engine, name: str, who: Caller) -> None:
         raise NotFound(f"no application named {name!r}")
 
 
-@router.get("/{name}", responses={404: {"model": Problem}})
+@router.get("/{name}", response_model=AppOut, responses={404: {"model": Problem}})
 def get_app(name: AppName, engine: Engine = Depends(deps.engine),
             who: Caller = Depends(deps.reader_of)) -> dict:
     """``{name, owner, fingerprint, created, requests: [... allocation or null], pending, runs}``; 404 if

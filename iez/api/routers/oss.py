@@ -6,6 +6,7 @@ from fastapi import APIRouter, Depends
 from sqlalchemy import Engine
 
 from iez.api import deps
+from iez.api.schemas import OssListOut
 from iez.config import Settings
 from iez.db.engine import read
 from iez.db.models import utcnow
@@ -15,7 +16,7 @@ from iez.freshness import StaleRule
 router = APIRouter(prefix="/v1/oss", tags=["oss"])
 
 
-@router.get("")
+@router.get("", response_model=OssListOut)
 def get_oss(engine: Engine = Depends(deps.engine), settings: Settings = Depends(deps.settings)) -> dict:
     """``{"oss": [{oss_id, seq, cpu_pct, mem_pct, sample_time, received, stale, osts}]}``."""
     return {"oss": read(engine, lambda conn: oss_rows(conn, utcnow(), StaleRule.from_settings(settings)))}

@@ -15,12 +15,13 @@ def run_migrations_online() -> None:
     if connection is not None:
         _run(connection)
         return
-    import os
+    from iez.config import Settings, database_url
 
-    url = config.attributes.get("url") or config.get_main_option("sqlalchemy.url") or os.environ.get("IEZ_DB")
+    settings = Settings.from_env()  # IEZ_DB when it is set; the state directory's default is not assumed here
+    url = (config.attributes.get("url") or config.get_main_option("sqlalchemy.url")
+           or (settings.db if "db" in settings.model_fields_set else None))
     if not url:
         raise SystemExit("no database: set IEZ_DB or use `iez db upgrade --db DB`")
-    from iez.config import database_url
 
     engine = make_engine(database_url(str(url)) if isinstance(url, str) else url)
     try:

@@ -1,4 +1,4 @@
-"""Writing reports to the interaction DB in batches.
+"""Writing the MDS's reports to the interaction DB in batches (the MDS decides what to keep; this, how).
 
 One transaction per batch: reports go to the time series (``oss_stats``,
 ``ost_stats``; at most one per OSS per series interval, see the service), the
@@ -22,7 +22,6 @@ from iez.db.engine import is_sqlite, write_transaction
 from iez.db.models import OssStat, OstStat, Reservation, utcnow
 from iez.db.stats import release_caught_up
 
-
 _OSS_SERIES = "INSERT INTO oss_stats (oss_id, seq, sample_time, cpu_pct, mem_pct) VALUES ({})"
 _OST_SERIES = ("INSERT INTO ost_stats (ost_index, oss_id, kbytes_total, kbytes_avail, read_bytes, write_bytes, "
                "sample_time) VALUES ({})")
@@ -38,13 +37,16 @@ _OSS_LATEST = {
 }
 _OST_LATEST = {
     "sqlite": "INSERT INTO osts (ost_index, name, oss_id, kbytes_total, kbytes_avail, read_bytes, write_bytes, "
-              "sample_time, state, pools, reserved_kbytes, load_bytes_s) VALUES ({}) ON CONFLICT (ost_index) DO UPDATE SET "
+              "sample_time, state, pools, reserved_kbytes, load_bytes_s) VALUES ({}) "
+              "ON CONFLICT (ost_index) DO UPDATE SET "
               "name = excluded.name, oss_id = excluded.oss_id, kbytes_total = excluded.kbytes_total, "
               "kbytes_avail = excluded.kbytes_avail, read_bytes = excluded.read_bytes, "
               "write_bytes = excluded.write_bytes, sample_time = excluded.sample_time, state = excluded.state, "
-              "pools = excluded.pools, reserved_kbytes = excluded.reserved_kbytes, load_bytes_s = excluded.load_bytes_s",
+              "pools = excluded.pools, reserved_kbytes = excluded.reserved_kbytes, "
+              "load_bytes_s = excluded.load_bytes_s",
     "mysql": "INSERT INTO osts (ost_index, name, oss_id, kbytes_total, kbytes_avail, read_bytes, write_bytes, "
-             "sample_time, state, pools, reserved_kbytes, load_bytes_s) VALUES ({}) ON DUPLICATE KEY UPDATE name = VALUES(name), "
+             "sample_time, state, pools, reserved_kbytes, load_bytes_s) VALUES ({}) "
+             "ON DUPLICATE KEY UPDATE name = VALUES(name), "
              "oss_id = VALUES(oss_id), kbytes_total = VALUES(kbytes_total), kbytes_avail = VALUES(kbytes_avail), "
              "read_bytes = VALUES(read_bytes), write_bytes = VALUES(write_bytes), sample_time = VALUES(sample_time), "
              "state = VALUES(state), pools = VALUES(pools), reserved_kbytes = VALUES(reserved_kbytes), "
@@ -107,6 +109,7 @@ def store_batch(engine: Engine, reports: Sequence[tuple], policies: Mapping[int,
     def store(session: Session) -> int:  # may run twice (write_transaction): DB work only, its count afresh
         ended = 0
         raw = session.connection().connection.driver_connection
+        assert raw is not None  # a checked-out connection always has its driver's
         cursor = raw.cursor()
         try:
             if oss_series:

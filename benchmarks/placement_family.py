@@ -1,0 +1,174 @@
+"""Issue 29: iez against the bound and the size-aware greedy on a seeded family of random instances.
+
+Prints, over ``--count`` instances (seeds ``--first`` ..), the median, p90 and max of iez / makespan_bound_s
+and iez / greedy, the instances breaking the property (iez <= 1.05x bound or within 1 % of the best of
+greedy, rr and qos among those placing at least as many files without ENOSPC; no cap violation on an OST iez
+wrote to, no ENOSPC, no refusal where greedy places every file) and the worst. An instance is judged over its
+sequence of jobs (the test, tests/sim/test_placement_family.py, judges job by job); a slow or refusing instance
+with mirrored files says so (iez keeps every copy in failure domains no other copy uses and refuses a copy
+that cannot have them; the bound and the baselines do not).
+
+    python benchmarks/placement_family.py --count 200
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from iez.sim.engine import prepare, run  # noqa: E402
+from iez.sim.family import instance  # noqa: E402
+
+POLICIES = ("iez", "greedy", "rr", "qos")
+
+
+def judge(seed: int) -> dict:
+    """Every policy on one instance, and whether iez keeps the issue's property there."""
+    inst = instance(seed)
+    prepared = prepare(inst.scenario)
+    rows = {p: run(inst.scenario, p, prepared=prepared) for p in POLICIES}
+    iez = rows["iez"]
+    bound = iez.makespan_bound_s or 0.0
+    cap = prepared.cluster.fill_cap
+    # a baseline is a yardstick for time when it places at least the files iez placed, without ENOSPC: one that
+    # refuses more writes fewer bytes (the test judges job by job and skips those jobs too)
+    comparable = [rows[p].makespan_s for p in ("greedy", "rr", "qos")
+                  if len(rows[p].refused) <= len(iez.refused) and not rows[p].enospc_files]
+    best = min((rows[p].makespan_s for p in ("greedy", "rr", "qos")), default=0.0)
+    fine = iez.makespan_s <= 1.05 * bound or not comparable or iez.makespan_s <= 1.01 * min(comparable) \
+        if bound > 0 else True
+    mirrored = any(r.mirror_count > 1 for job in prepared.jobs for r in job.requests)
+    problems = []
+    if not fine:
+        problems.append("slow (mirrored)" if mirrored else "slow")
+    if iez.enospc_files:
+        problems.append(f"{iez.enospc_files} ENOSPC")
+    # the cap binds what a placement adds: an OST iez wrote to must end within it
+    over = max((f for f, b in zip(iez.ost_fill_after, iez.ost_bytes) if b > 0), default=0.0)
+    if over > cap + 1e-9:
+        problems.append(f"cap ({over:.6f} > {cap})")
+    if iez.refused and not rows["greedy"].refused:
+        refused = {r["file"] for r in iez.refused}
+        cannot = sum(1 for job in prepared.jobs for r in job.requests
+                     if r.file in refused and not domains_can_hold(prepared.cluster, r))
+        why = f"; {cannot} of them: no split of the failure domains gives each copy its stripe count" if cannot else ""
+        problems.append(f"{len(iez.refused)} refused (greedy placed all{', mirrored' if mirrored else ''}{why})")
+        if cannot == len(iez.refused):
+            problems[-1] += " [domains]"
+    if mirrored and problems:
+        shared = shared_domains(prepared, "greedy")
+        problems.append(f"greedy puts two copies in one failure domain in {shared} files")
+        if not fine:
+            forced = sum(max(b, domain_bound(prepared, job)) for b, job in zip(prepared.job_bounds, prepared.jobs))
+            problems.append(f"iez / bound with each copy in domains of its own {iez.makespan_s / forced:.3f}")
+    return {"seed": seed, "summary": inst.summary, "iez": iez.makespan_s, "bound": bound,
+            "greedy": rows["greedy"].makespan_s, "best": best, "problems": problems,
+            "iez_seconds": iez.allocate_seconds}
+
+
+def domains_can_hold(cluster, request) -> bool:
+    """Whether the failure domains of the request's pool (OSTs taking stripes) can be split into
+    ``mirror_count`` disjoint sets each holding as many OSTs as a copy's widest component needs (room aside):
+    when not, no placement keeps every copy in failure domains of its own."""
+    from itertools import product
+
+    from iez.allocate.mirrors import domain_of
+    from iez.model import ALL_OSTS
+
+    m = request.mirror_count
+    if m < 2:
+        return True
+    dom = domain_of(cluster)
+    pools = {c.pool or request.pool for c in request.components} or {request.pool}
+    counts = [c.stripe_count for c in request.components] or [request.stripe_count]
+    need = max(1 if c == ALL_OSTS else c for c in counts)
+    for pool in pools:
+        per: dict[str, int] = {}
+        for o in cluster.osts:
+            if o.takes_stripes and (pool is None or pool in o.pools):
+                per[dom[o.index]] = per.get(dom[o.index], 0) + 1
+        sizes = list(per.values())
+        if len(sizes) > 12:  # too many to enumerate: assume a split exists
+            continue
+        if not any(all(sum(n for n, a in zip(sizes, assign) if a == k) >= need for k in range(m))
+                   for assign in product(range(m + 1), repeat=len(sizes))):
+            return False
+    return True
+
+
+def domain_bound(prepared, job) -> float:
+    """A lower bound on the job's I/O time for a placement that keeps every copy of a file in failure domains of
+    its own, where that forces bytes: a file with as many copies as its pool has domains puts a whole copy in
+    each of them, so a domain takes at least the sum of those files' bytes, at most at the fluid speed of its
+    OSTs (each OSS capped at its usable bandwidth). 0 when no file is so forced."""
+    from iez.allocate.mirrors import domain_of
+
+    dom = domain_of(prepared.cluster)
+    bw = prepared.bandwidths
+    forced: dict[str, float] = {}
+    speed: dict[str, float] = {}
+    for r in job.requests:
+        pools = {c.pool or r.pool for c in r.components} or {r.pool}
+        if r.mirror_count < 2 or len(pools) != 1:
+            continue
+        mask = prepared.candidates(pools.pop())
+        domains = {dom[o.index] for o, on in zip(prepared.cluster.osts, mask) if on}
+        if len(domains) != r.mirror_count:
+            continue
+        for d in domains:
+            forced[d] = forced.get(d, 0.0) + r.write_bytes
+            if d not in speed:
+                per_oss = np.bincount(bw.oss_code, weights=np.where(
+                    mask & np.array([dom[o.index] == d for o in prepared.cluster.osts]), bw.ost, 0.0),
+                    minlength=len(bw.oss))
+                speed[d] = float(np.minimum(per_oss, bw.oss).sum())
+    return max((b / speed[d] for d, b in forced.items() if speed[d] > 0), default=0.0)
+
+
+def shared_domains(prepared, policy: str) -> int:
+    """Files of the instance's mirrored jobs whose copies share a failure domain under ``policy`` (each job
+    placed alone on the instance's cluster, as the test judges it)."""
+    from iez.allocate import make_policy
+    from iez.allocate.mirrors import mirror_domains_shared
+
+    count = 0
+    for job in prepared.jobs:
+        if any(r.mirror_count > 1 for r in job.requests):
+            placement = make_policy(policy).place(prepared.cluster, job.requests)
+            count += sum(1 for a in placement.allocations if a.mirrors and mirror_domains_shared(prepared.cluster, a))
+    return count
+
+
+def main() -> int:
+    a = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    a.add_argument("--count", type=int, default=200)
+    a.add_argument("--first", type=int, default=0)
+    args = a.parse_args()
+    start = time.process_time()
+    out = [judge(s) for s in range(args.first, args.first + args.count)]
+    vs_bound = np.array([r["iez"] / r["bound"] for r in out if r["bound"] > 0])
+    vs_greedy = np.array([r["iez"] / r["greedy"] for r in out if r["greedy"] > 0])
+    for name, x in (("iez/bound", vs_bound), ("iez/greedy", vs_greedy)):
+        print(f"{name:<11} n={len(x)} median {np.median(x):.3f} p90 {np.percentile(x, 90):.3f} max {x.max():.3f}")
+    bad = [r for r in out if r["problems"]]
+    forced = [r for r in bad if r["problems"][0].endswith("[domains]") and len(r["problems"]) == 2]
+    print(f"instances breaking the property: {len(bad)} of {len(out)} ({len(forced)} of them only by refusing "
+          "mirrored files whose copies cannot have failure domains of their own)")
+    for r in bad[:20]:
+        print(f"  {r['summary']}: iez {r['iez']:.2f}s bound {r['bound']:.2f}s greedy {r['greedy']:.2f}s "
+              f"best baseline {r['best']:.2f}s: {', '.join(r['problems'])}")
+    worst = max(out, key=lambda r: r["iez"] / max(r["bound"], 1e-300) if r["bound"] else 0)
+    print(f"worst iez/bound: {worst['summary']}: {worst['iez'] / worst['bound']:.3f} "
+          f"(greedy {worst['greedy'] / worst['bound']:.3f})")
+    print(f"cpu {time.process_time() - start:.1f}s; iez allocation {sum(r['iez_seconds'] for r in out):.2f}s in all")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,87 @@
+"""Issue 29's property over a seeded random family (iez/sim/family.py): iez at the bound or no slower than the
+best simple alternative, within the fill cap, no ENOSPC, and no refusal where the size-aware greedy places all.
+
+Each job is judged on its own on the instance's cluster, against the greedy, rr and qos on the same job. Not
+judged for speed: jobs of mirrored files (iez keeps every mirror in failure domains no other mirror uses, which
+neither the bound nor the greedy honour) and jobs where iez places more files than the greedy (more bytes)."""
+
+import pytest
+
+from iez.sim.engine import prepare, run
+from iez.sim.family import instance
+from iez.sim.scenarios import Scenario
+
+pytestmark = pytest.mark.slow
+
+#: A modest count keeps this test to seconds; benchmarks/placement_family.py runs 200 and more.
+SEEDS = range(12)
+#: Known open failures (issue 29, left): strict, so a fix shows up as a pass to record here. Fixed: seed 7 (a PFL
+#: component's objects follow the file's offsets, not RAID-0 from stripe 0: the cap was passed by a few MB) and
+#: seed 8 (a stripe-count -1 class placed last onto an OSS the earlier classes had filled: the batch repair).
+OPEN: dict[int, str] = {}
+
+
+def _case(seed):
+    return pytest.param(seed, marks=pytest.mark.xfail(strict=True, reason=OPEN[seed])) if seed in OPEN else seed
+
+
+def judge(seed: int) -> list[str]:
+    inst = instance(seed)
+    problems = []
+    for k, job in enumerate(inst.scenario.jobs()):
+        scenario = Scenario(f"{inst.scenario.name}/job{k}", "", inst.scenario.cluster, lambda job=job: [job])
+        prepared = prepare(scenario)
+        rows = {p: run(scenario, p, prepared=prepared) for p in ("iez", "greedy", "rr", "qos")}
+        iez, greedy = rows["iez"], rows["greedy"]
+        where = f"{inst.summary}, job {k}"
+        if iez.enospc_files:
+            problems.append(f"{where}: {iez.enospc_files} ENOSPC")
+        if iez.max_fill > prepared.cluster.fill_cap + 1e-9:
+            problems.append(f"{where}: max fill {iez.max_fill:.4f} past the cap")
+        if iez.refused and not greedy.refused:
+            problems.append(f"{where}: iez refused {len(iez.refused)} files the greedy placed")
+        mirrored = any(r.mirror_count > 1 for r in job.requests)
+        if mirrored or len(iez.refused) < len(greedy.refused) or not iez.makespan_bound_s:
+            continue
+        best = min(rows[p].makespan_s for p in ("greedy", "rr", "qos") if not rows[p].enospc_files)
+        if iez.makespan_s > 1.05 * iez.makespan_bound_s and iez.makespan_s > 1.01 * best:
+            problems.append(f"{where}: iez {iez.makespan_s:.1f}s, bound {iez.makespan_bound_s:.1f}s, best simple "
+                            f"{best:.1f}s")
+    return problems
+
+
+#: The worst iez/greedy of the first 200-instance benchmark (2.39 over its sequence of jobs, 2.19 since the batch
+#: repair, the greedy refusing 28 files iez places; job by job it holds).
+WORST = 175
+
+
+@pytest.mark.parametrize("seed", [_case(s) for s in [*SEEDS, WORST]])
+def test_iez_on_a_random_instance(seed):
+    assert judge(seed) == []
+
+
+def test_seed_2_over_its_sequence_is_no_slower_than_the_greedy():
+    """Seed 2 broke the benchmark's property over its sequence of jobs (iez / greedy 2.64: the mirrored job's
+    domains were dealt by the bandwidth their OSTs report, putting a copy on a server whose OSS lets through a
+    fraction of it). Domains dealt by usable speed over the file's pool: 0.91, every copy in domains of its own."""
+    inst = instance(2)
+    prepared = prepare(inst.scenario)
+    iez, greedy = (run(inst.scenario, p, prepared=prepared) for p in ("iez", "greedy"))
+    assert not iez.refused and not iez.enospc_files
+    assert iez.makespan_s <= 1.01 * greedy.makespan_s
+
+
+def test_seed_143_refuses_only_files_whose_copies_cannot_have_domains_of_their_own():
+    """Seed 143 refused two mirrored files at stripe count 4 that fit: the copy its group could not hold was
+    left the one domain of two OSTs its other copy did not use. A refused mirrored file now tries the splits of
+    its pool's domains into one set per copy: only the files whose copies need more distinct OSTs than the
+    instance has stay refused."""
+    inst = instance(143)
+    prepared = prepare(inst.scenario)
+    iez = run(inst.scenario, "iez", prepared=prepared)
+    files = {r.file: r for job in prepared.jobs for r in job.requests}
+    osts = sum(o.takes_stripes for o in prepared.cluster.osts)
+    assert iez.refused and not iez.enospc_files
+    for refused in iez.refused:
+        r = files[refused["file"]]
+        assert r.mirror_count * r.stripe_count > osts, refused
