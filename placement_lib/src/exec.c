@@ -2,16 +2,12 @@
  * trace of what ran before it are written first (a shell's child places a
  * redirected file, then execs the command). If the exec fails, the process
  * goes on counting from zero, since what it counted is already written. */
-#include "iez.h"
+#include "real.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <unistd.h>
 
-SLOT(execve); SLOT(execv); SLOT(execvp); SLOT(execvpe); SLOT(fexecve);
-
-typedef int (*execve_fn)(const char *, char *const[], char *const[]);
-typedef int (*execv_fn)(const char *, char *const[]);
 
 #define AROUND_EXEC(call)                       \
     do {                                        \
@@ -25,27 +21,27 @@ typedef int (*execv_fn)(const char *, char *const[]);
 
 IEZ_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
-    AROUND_EXEC(REAL(execve, execve_fn)(path, argv, envp));
+    AROUND_EXEC(REAL(execve)(path, argv, envp));
 }
 
 IEZ_EXPORT int execv(const char *path, char *const argv[])
 {
-    AROUND_EXEC(REAL(execv, execv_fn)(path, argv));
+    AROUND_EXEC(REAL(execv)(path, argv));
 }
 
 IEZ_EXPORT int execvp(const char *file, char *const argv[])
 {
-    AROUND_EXEC(REAL(execvp, execv_fn)(file, argv));
+    AROUND_EXEC(REAL(execvp)(file, argv));
 }
 
 IEZ_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 {
-    AROUND_EXEC(REAL(execvpe, execve_fn)(file, argv, envp));
+    AROUND_EXEC(REAL(execvpe)(file, argv, envp));
 }
 
 IEZ_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
-    AROUND_EXEC(REAL(fexecve, int (*)(int, char *const[], char *const[]))(fd, argv, envp));
+    AROUND_EXEC(REAL(fexecve)(fd, argv, envp));
 }
 
 /* The list forms: glibc's execl* call execve internally, not through the symbol above. */

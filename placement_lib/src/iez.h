@@ -54,19 +54,7 @@ void iez_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 extern IEZ_TLS int iez_busy;
 extern IEZ_TLS int iez_in_mpi_write; /* POSIX writes inside MPI-IO writes are not counted twice */
 
-/* ---- real symbols (real.c) --------------------------------------------- */
-typedef int (*iez_open_fn)(const char *, int, ...);
-typedef int (*iez_openat_fn)(int, const char *, int, ...);
-void *iez_real(const char *name, void **slot);
-/* Each interposing file keeps its own slots: SLOT(open); ... REAL(open, type).
- * The common case (already resolved) is one load, inlined into the interposer. */
-static inline void *iez_real_cached(const char *name, void **slot)
-{
-    void *fn = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
-    return __builtin_expect(fn != 0, 1) ? fn : iez_real(name, slot);
-}
-#define SLOT(name) static void *iez_real_##name
-#define REAL(name, type) ((type)iez_real_cached(#name, &iez_real_##name))
+/* ---- system calls that bypass every interposer (real.c; the interposed symbols: real.h) -- */
 int iez_sys_open(const char *path, int flags, unsigned mode);   /* libc open, never ours */
 int iez_sys_openat(int dirfd, const char *path, int flags, unsigned mode);
 int iez_sys_close(int fd);

@@ -1,7 +1,7 @@
 /* The POSIX and stdio interposers. Each one makes exactly one "real" call whose
  * result and errno the application sees; iez's own work happens before it
  * (placement) or after it with errno saved (tracing). */
-#include "iez.h"
+#include "real.h"
 #include "lustre.h"
 
 #include <errno.h>
@@ -13,42 +13,21 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-SLOT(open); SLOT(open64); SLOT(openat); SLOT(openat64); SLOT(__open_2); SLOT(__open64_2);
-SLOT(__openat_2); SLOT(__openat64_2); SLOT(fopen); SLOT(fopen64); SLOT(close); SLOT(fclose);
-SLOT(write); SLOT(pwrite); SLOT(pwrite64); SLOT(writev); SLOT(pwritev); SLOT(pwritev64); SLOT(pwritev2);
-SLOT(copy_file_range); SLOT(sendfile); SLOT(sendfile64); SLOT(_exit); SLOT(_Exit); SLOT(socket);
-SLOT(ioctl); SLOT(read); SLOT(pread); SLOT(pread64); SLOT(readv); SLOT(preadv); SLOT(preadv64); SLOT(preadv2);
-SLOT(preadv64v2); SLOT(pwritev64v2); SLOT(rename); SLOT(renameat); SLOT(renameat2);
-
-typedef FILE *(*fopen_fn)(const char *, const char *);
-typedef int (*open2_fn)(const char *, int);
-typedef int (*openat2_fn)(int, const char *, int);
 
 enum which { W_OPEN, W_OPEN64, W_OPENAT, W_OPENAT64 };
 
 static int call_open(int w, int dirfd, const char *path, int flags, unsigned mode)
 {
-    iez_open_fn o;
-    iez_openat_fn oa;
     switch (w) {
     case W_OPEN:
-        if ((o = REAL(open, iez_open_fn)))
-            return o(path, flags, mode);
-        break;
+        return REAL(open)(path, flags, mode);
     case W_OPEN64:
-        if ((o = REAL(open64, iez_open_fn)))
-            return o(path, flags, mode);
-        break;
+        return REAL(open64)(path, flags, mode);
     case W_OPENAT:
-        if ((oa = REAL(openat, iez_openat_fn)))
-            return oa(dirfd, path, flags, mode);
-        break;
-    case W_OPENAT64:
-        if ((oa = REAL(openat64, iez_openat_fn)))
-            return oa(dirfd, path, flags, mode);
-        break;
+        return REAL(openat)(dirfd, path, flags, mode);
+    default:
+        return REAL(openat64)(dirfd, path, flags, mode);
     }
-    return (int)syscall(SYS_openat, w == W_OPEN || w == W_OPEN64 ? AT_FDCWD : dirfd, path, flags, mode);
 }
 
 /* O_PATH ignores O_CREAT (the kernel creates nothing and fails on a missing file): never placed. */
@@ -161,26 +140,22 @@ static int traced(int dirfd, const char *path, int flags, int fd)
 
 IEZ_EXPORT int __open_2(const char *path, int flags)
 {
-    open2_fn f = REAL(__open_2, open2_fn);
-    return traced(AT_FDCWD, path, flags, f ? f(path, flags) : call_open(W_OPEN, AT_FDCWD, path, flags, 0));
+    return traced(AT_FDCWD, path, flags, REAL(__open_2)(path, flags));
 }
 
 IEZ_EXPORT int __open64_2(const char *path, int flags)
 {
-    open2_fn f = REAL(__open64_2, open2_fn);
-    return traced(AT_FDCWD, path, flags, f ? f(path, flags) : call_open(W_OPEN64, AT_FDCWD, path, flags, 0));
+    return traced(AT_FDCWD, path, flags, REAL(__open64_2)(path, flags));
 }
 
 IEZ_EXPORT int __openat_2(int dirfd, const char *path, int flags)
 {
-    openat2_fn f = REAL(__openat_2, openat2_fn);
-    return traced(dirfd, path, flags, f ? f(dirfd, path, flags) : call_open(W_OPENAT, dirfd, path, flags, 0));
+    return traced(dirfd, path, flags, REAL(__openat_2)(dirfd, path, flags));
 }
 
 IEZ_EXPORT int __openat64_2(int dirfd, const char *path, int flags)
 {
-    openat2_fn f = REAL(__openat64_2, openat2_fn);
-    return traced(dirfd, path, flags, f ? f(dirfd, path, flags) : call_open(W_OPENAT64, dirfd, path, flags, 0));
+    return traced(dirfd, path, flags, REAL(__openat64_2)(dirfd, path, flags));
 }
 
 #define FOPEN_MODE_CHARS 7 /* the mode characters glibc's fopen reads */
@@ -216,12 +191,8 @@ static int fopen_flags(const char *mode, int *flags, char *stream_mode, size_t c
 }
 
 /* fopen modes that create: "w..." and "a..."; glibc's 'x' means O_EXCL. */
-static FILE *fopen_placed(fopen_fn real, const char *path, const char *mode)
+static FILE *fopen_placed(iez_fopen_fn real, const char *path, const char *mode)
 {
-    if (!real) {
-        errno = ENOSYS;
-        return NULL;
-    }
     if (iez_busy || !path || !mode)
         return real(path, mode);
     const struct iez_config *cfg = iez_cfg();
@@ -271,7 +242,7 @@ static FILE *fopen_placed(fopen_fn real, const char *path, const char *mode)
     return fp;
 }
 
-static FILE *fopen_common(fopen_fn real, const char *path, const char *mode)
+static FILE *fopen_common(iez_fopen_fn real, const char *path, const char *mode)
 {
     FILE *fp = fopen_placed(real, path, mode);
     if (fp && iez_bw_on && !iez_busy) {
@@ -284,12 +255,12 @@ static FILE *fopen_common(fopen_fn real, const char *path, const char *mode)
 
 IEZ_EXPORT FILE *fopen(const char *path, const char *mode)
 {
-    return fopen_common(REAL(fopen, fopen_fn), path, mode);
+    return fopen_common(REAL(fopen), path, mode);
 }
 
 IEZ_EXPORT FILE *fopen64(const char *path, const char *mode)
 {
-    return fopen_common(REAL(fopen64, fopen_fn), path, mode);
+    return fopen_common(REAL(fopen64), path, mode);
 }
 
 /* ---- tracing: writes and closes ------------------------------------------- */
@@ -328,7 +299,7 @@ static inline void bw_at_rw(int fd, ssize_t r, off_t off, uint64_t t0, int writi
 IEZ_EXPORT ssize_t write(int fd, const void *buf, size_t n)
 {
     uint64_t t0 = BW_T0();
-    ssize_t r = REAL(write, ssize_t (*)(int, const void *, size_t))(fd, buf, n);
+    ssize_t r = REAL(write)(fd, buf, n);
     COUNT_WRITE(fd, r);
     bw_seq(fd, r, t0);
     return r;
@@ -337,7 +308,7 @@ IEZ_EXPORT ssize_t write(int fd, const void *buf, size_t n)
 IEZ_EXPORT ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
 {
     uint64_t t0 = BW_T0();
-    ssize_t r = REAL(pwrite, ssize_t (*)(int, const void *, size_t, off_t))(fd, buf, n, off);
+    ssize_t r = REAL(pwrite)(fd, buf, n, off);
     COUNT_WRITE(fd, r);
     bw_at(fd, r, off, t0);
     return r;
@@ -346,7 +317,7 @@ IEZ_EXPORT ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
 IEZ_EXPORT ssize_t pwrite64(int fd, const void *buf, size_t n, off_t off)
 {
     uint64_t t0 = BW_T0();
-    ssize_t r = REAL(pwrite64, ssize_t (*)(int, const void *, size_t, off_t))(fd, buf, n, off);
+    ssize_t r = REAL(pwrite64)(fd, buf, n, off);
     COUNT_WRITE(fd, r);
     bw_at(fd, r, off, t0);
     return r;
@@ -355,7 +326,7 @@ IEZ_EXPORT ssize_t pwrite64(int fd, const void *buf, size_t n, off_t off)
 IEZ_EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
 {
     uint64_t t0 = BW_T0();
-    ssize_t r = REAL(writev, ssize_t (*)(int, const struct iovec *, int))(fd, iov, cnt);
+    ssize_t r = REAL(writev)(fd, iov, cnt);
     COUNT_WRITE(fd, r);
     bw_seq(fd, r, t0);
     return r;
@@ -364,7 +335,7 @@ IEZ_EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
 IEZ_EXPORT ssize_t pwritev(int fd, const struct iovec *iov, int cnt, off_t off)
 {
     uint64_t t0 = BW_T0();
-    ssize_t r = REAL(pwritev, ssize_t (*)(int, const struct iovec *, int, off_t))(fd, iov, cnt, off);
+    ssize_t r = REAL(pwritev)(fd, iov, cnt, off);
     COUNT_WRITE(fd, r);
     bw_at(fd, r, off, t0);
     return r;
@@ -373,7 +344,7 @@ IEZ_EXPORT ssize_t pwritev(int fd, const struct iovec *iov, int cnt, off_t off)
 IEZ_EXPORT ssize_t pwritev64(int fd, const struct iovec *iov, int cnt, off_t off)
 {
     uint64_t t0 = BW_T0();
-    ssize_t r = REAL(pwritev64, ssize_t (*)(int, const struct iovec *, int, off_t))(fd, iov, cnt, off);
+    ssize_t r = REAL(pwritev64)(fd, iov, cnt, off);
     COUNT_WRITE(fd, r);
     bw_at(fd, r, off, t0);
     return r;
@@ -382,7 +353,7 @@ IEZ_EXPORT ssize_t pwritev64(int fd, const struct iovec *iov, int cnt, off_t off
 IEZ_EXPORT ssize_t pwritev2(int fd, const struct iovec *iov, int cnt, off_t off, int flags)
 {
     uint64_t t0 = BW_T0();
-    ssize_t r = REAL(pwritev2, ssize_t (*)(int, const struct iovec *, int, off_t, int))(fd, iov, cnt, off, flags);
+    ssize_t r = REAL(pwritev2)(fd, iov, cnt, off, flags);
     COUNT_WRITE(fd, r);
     if (off == -1)
         bw_seq(fd, r, t0);
@@ -395,7 +366,7 @@ IEZ_EXPORT ssize_t pwritev2(int fd, const struct iovec *iov, int cnt, off_t off,
 IEZ_EXPORT ssize_t read(int fd, void *buf, size_t n)
 {
     uint64_t t0 = BW_T0();
-    ssize_t r = REAL(read, ssize_t (*)(int, void *, size_t))(fd, buf, n);
+    ssize_t r = REAL(read)(fd, buf, n);
     rd_seq(fd, r, t0);
     return r;
 }
@@ -403,7 +374,7 @@ IEZ_EXPORT ssize_t read(int fd, void *buf, size_t n)
 IEZ_EXPORT ssize_t pread(int fd, void *buf, size_t n, off_t off)
 {
     uint64_t t0 = BW_T0();
-    ssize_t r = REAL(pread, ssize_t (*)(int, void *, size_t, off_t))(fd, buf, n, off);
+    ssize_t r = REAL(pread)(fd, buf, n, off);
     rd_at(fd, r, off, t0);
     return r;
 }
@@ -411,7 +382,7 @@ IEZ_EXPORT ssize_t pread(int fd, void *buf, size_t n, off_t off)
 IEZ_EXPORT ssize_t pread64(int fd, void *buf, size_t n, off_t off)
 {
     uint64_t t0 = BW_T0();
-    ssize_t r = REAL(pread64, ssize_t (*)(int, void *, size_t, off_t))(fd, buf, n, off);
+    ssize_t r = REAL(pread64)(fd, buf, n, off);
     rd_at(fd, r, off, t0);
     return r;
 }
@@ -419,7 +390,7 @@ IEZ_EXPORT ssize_t pread64(int fd, void *buf, size_t n, off_t off)
 IEZ_EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
 {
     uint64_t t0 = BW_T0();
-    ssize_t r = REAL(readv, ssize_t (*)(int, const struct iovec *, int))(fd, iov, cnt);
+    ssize_t r = REAL(readv)(fd, iov, cnt);
     rd_seq(fd, r, t0);
     return r;
 }
@@ -427,7 +398,7 @@ IEZ_EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
 IEZ_EXPORT ssize_t preadv(int fd, const struct iovec *iov, int cnt, off_t off)
 {
     uint64_t t0 = BW_T0();
-    ssize_t r = REAL(preadv, ssize_t (*)(int, const struct iovec *, int, off_t))(fd, iov, cnt, off);
+    ssize_t r = REAL(preadv)(fd, iov, cnt, off);
     rd_at(fd, r, off, t0);
     return r;
 }
@@ -435,7 +406,7 @@ IEZ_EXPORT ssize_t preadv(int fd, const struct iovec *iov, int cnt, off_t off)
 IEZ_EXPORT ssize_t preadv64(int fd, const struct iovec *iov, int cnt, off_t off)
 {
     uint64_t t0 = BW_T0();
-    ssize_t r = REAL(preadv64, ssize_t (*)(int, const struct iovec *, int, off_t))(fd, iov, cnt, off);
+    ssize_t r = REAL(preadv64)(fd, iov, cnt, off);
     rd_at(fd, r, off, t0);
     return r;
 }
@@ -443,7 +414,7 @@ IEZ_EXPORT ssize_t preadv64(int fd, const struct iovec *iov, int cnt, off_t off)
 IEZ_EXPORT ssize_t preadv2(int fd, const struct iovec *iov, int cnt, off_t off, int flags)
 {
     uint64_t t0 = BW_T0();
-    ssize_t r = REAL(preadv2, ssize_t (*)(int, const struct iovec *, int, off_t, int))(fd, iov, cnt, off, flags);
+    ssize_t r = REAL(preadv2)(fd, iov, cnt, off, flags);
     if (off == -1)
         rd_seq(fd, r, t0);
     else
@@ -456,7 +427,7 @@ IEZ_EXPORT ssize_t preadv2(int fd, const struct iovec *iov, int cnt, off_t off, 
 IEZ_EXPORT ssize_t preadv64v2(int fd, const struct iovec *iov, int cnt, off_t off, int flags)
 {
     uint64_t t0 = BW_T0();
-    ssize_t r = REAL(preadv64v2, ssize_t (*)(int, const struct iovec *, int, off_t, int))(fd, iov, cnt, off, flags);
+    ssize_t r = REAL(preadv64v2)(fd, iov, cnt, off, flags);
     if (off == -1)
         rd_seq(fd, r, t0);
     else
@@ -467,7 +438,7 @@ IEZ_EXPORT ssize_t preadv64v2(int fd, const struct iovec *iov, int cnt, off_t of
 IEZ_EXPORT ssize_t pwritev64v2(int fd, const struct iovec *iov, int cnt, off_t off, int flags)
 {
     uint64_t t0 = BW_T0();
-    ssize_t r = REAL(pwritev64v2, ssize_t (*)(int, const struct iovec *, int, off_t, int))(fd, iov, cnt, off, flags);
+    ssize_t r = REAL(pwritev64v2)(fd, iov, cnt, off, flags);
     COUNT_WRITE(fd, r);
     if (off == -1)
         bw_seq(fd, r, t0);
@@ -479,7 +450,7 @@ IEZ_EXPORT ssize_t pwritev64v2(int fd, const struct iovec *iov, int cnt, off_t o
 IEZ_EXPORT ssize_t copy_file_range(int in, off_t *in_off, int out, off_t *out_off, size_t n, unsigned flags)
 {
     uint64_t t0 = BW_T0();
-    ssize_t r = REAL(copy_file_range, ssize_t (*)(int, off_t *, int, off_t *, size_t, unsigned))(
+    ssize_t r = REAL(copy_file_range)(
         in, in_off, out, out_off, n, flags);
     COUNT_WRITE(out, r);
     if (r > 0 && __builtin_expect(iez_bw_on, 0)) {
@@ -498,7 +469,7 @@ IEZ_EXPORT ssize_t copy_file_range(int in, off_t *in_off, int out, off_t *out_of
 IEZ_EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t n)
 {
     uint64_t t0 = BW_T0();
-    ssize_t r = REAL(sendfile, ssize_t (*)(int, int, off_t *, size_t))(out, in, off, n);
+    ssize_t r = REAL(sendfile)(out, in, off, n);
     COUNT_WRITE(out, r);
     if (r > 0 && __builtin_expect(iez_bw_on, 0)) {
         if (off)
@@ -513,7 +484,7 @@ IEZ_EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t n)
 IEZ_EXPORT ssize_t sendfile64(int out, int in, off_t *off, size_t n)
 {
     uint64_t t0 = BW_T0();
-    ssize_t r = REAL(sendfile64, ssize_t (*)(int, int, off_t *, size_t))(out, in, off, n);
+    ssize_t r = REAL(sendfile64)(out, in, off, n);
     COUNT_WRITE(out, r);
     if (r > 0 && __builtin_expect(iez_bw_on, 0)) {
         if (off)
@@ -533,7 +504,7 @@ IEZ_EXPORT int close(int fd)
         iez_trace_closing(fd);
     if (__builtin_expect(iez_bw_on, 0))
         iez_bw_forget(fd);
-    return REAL(close, int (*)(int))(fd);
+    return REAL(close)(fd);
 }
 
 IEZ_EXPORT int fclose(FILE *fp)
@@ -552,7 +523,7 @@ IEZ_EXPORT int fclose(FILE *fp)
         iez_bw_forget(fileno(fp));
         errno = saved;
     }
-    int r = REAL(fclose, int (*)(FILE *))(fp);
+    int r = REAL(fclose)(fp);
     if (rec)
         iez_trace_size_by_path(rec); /* after the flush fclose does */
     return r;
@@ -570,14 +541,13 @@ IEZ_EXPORT int ioctl(int fd, unsigned long request, ...)
     if (__builtin_expect(iez_bw_on, 0) && request == (unsigned long)IEZ_LL_IOC_FLR_SET_MIRROR && iez_bw_tracked(fd) &&
         iez_bw_set_mirror(fd, (unsigned long)arg) == 0)
         return 0;
-    int (*f)(int, unsigned long, ...) = REAL(ioctl, int (*)(int, unsigned long, ...));
-    return f ? f(fd, request, arg) : (int)syscall(SYS_ioctl, fd, request, arg);
+    return REAL(ioctl)(fd, request, arg);
 }
 
 /* The MariaDB client's socket: above the application's range like SQLite's files (fds.c). */
 IEZ_EXPORT int socket(int domain, int type, int protocol)
 {
-    int fd = REAL(socket, int (*)(int, int, int))(domain, type, protocol);
+    int fd = REAL(socket)(domain, type, protocol);
     return iez_hide_fds && iez_busy && fd >= 0 ? iez_fd_hide(fd) : fd;
 }
 
@@ -616,25 +586,19 @@ static int renamed(int rc, int olddirfd, const char *oldpath, int newdirfd, cons
 
 IEZ_EXPORT int rename(const char *oldpath, const char *newpath)
 {
-    int (*f)(const char *, const char *) = REAL(rename, int (*)(const char *, const char *));
-    int rc = f ? f(oldpath, newpath) : (int)syscall(SYS_renameat2, AT_FDCWD, oldpath, AT_FDCWD, newpath, 0);
+    int rc = REAL(rename)(oldpath, newpath);
     return renamed(rc, AT_FDCWD, oldpath, AT_FDCWD, newpath);
 }
 
 IEZ_EXPORT int renameat(int olddirfd, const char *oldpath, int newdirfd, const char *newpath)
 {
-    int (*f)(int, const char *, int, const char *) = REAL(renameat, int (*)(int, const char *, int, const char *));
-    int rc = f ? f(olddirfd, oldpath, newdirfd, newpath)
-               : (int)syscall(SYS_renameat2, olddirfd, oldpath, newdirfd, newpath, 0);
+    int rc = REAL(renameat)(olddirfd, oldpath, newdirfd, newpath);
     return renamed(rc, olddirfd, oldpath, newdirfd, newpath);
 }
 
 IEZ_EXPORT int renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, unsigned flags)
 {
-    int (*f)(int, const char *, int, const char *, unsigned) =
-        REAL(renameat2, int (*)(int, const char *, int, const char *, unsigned));
-    int rc = f ? f(olddirfd, oldpath, newdirfd, newpath, flags)
-               : (int)syscall(SYS_renameat2, olddirfd, oldpath, newdirfd, newpath, flags);
+    int rc = REAL(renameat2)(olddirfd, oldpath, newdirfd, newpath, flags);
     if (flags & RENAME_EXCHANGE)
         return rc; /* both names stay in use: each row keeps the name it was written under */
     return renamed(rc, olddirfd, oldpath, newdirfd, newpath);
@@ -646,9 +610,7 @@ IEZ_EXPORT int renameat2(int olddirfd, const char *oldpath, int newdirfd, const 
 IEZ_EXPORT void _exit(int status)
 {
     iez_report_flush();
-    void (*f)(int) = REAL(_exit, void (*)(int));
-    if (f)
-        f(status);
+    REAL(_exit)(status);
     syscall(SYS_exit_group, status);
     __builtin_unreachable();
 }
@@ -656,9 +618,7 @@ IEZ_EXPORT void _exit(int status)
 IEZ_EXPORT void _Exit(int status)
 {
     iez_report_flush();
-    void (*f)(int) = REAL(_Exit, void (*)(int));
-    if (f)
-        f(status);
+    REAL(_Exit)(status);
     syscall(SYS_exit_group, status);
     __builtin_unreachable();
 }
@@ -682,9 +642,9 @@ __attribute__((constructor)) static void iez_init(void)
         iez_bw_load(emulate); /* emulated bandwidth: ROOT/bandwidth.shm, mapped once */
     pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
     /* the async-signal-safe calls' real symbols now: dlsym in a signal handler could wait for the loader's lock */
-    (void)REAL(open, iez_open_fn); (void)REAL(open64, iez_open_fn);
-    (void)REAL(openat, iez_openat_fn); (void)REAL(openat64, iez_openat_fn);
-    (void)REAL(close, int (*)(int)); (void)REAL(write, ssize_t (*)(int, const void *, size_t));
+    (void)REAL(open); (void)REAL(open64);
+    (void)REAL(openat); (void)REAL(openat64);
+    (void)REAL(close); (void)REAL(write);
 }
 
 __attribute__((destructor)) static void iez_fini(void)

@@ -2,7 +2,7 @@
  * only matter in processes that have MPI or HDF5, and the real ones are found
  * with dlsym(RTLD_NEXT). Handles are passed through as pointer-sized values,
  * which on x86-64 carries both Open MPI's pointers and MPICH's integers. */
-#include "iez.h"
+#include "real.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -13,12 +13,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-SLOT(MPI_Init); SLOT(MPI_Init_thread); SLOT(MPI_File_open); SLOT(MPI_File_close);
-SLOT(MPI_File_write); SLOT(MPI_File_write_all); SLOT(MPI_File_write_at); SLOT(MPI_File_write_at_all);
-SLOT(MPI_File_write_shared); SLOT(MPI_File_write_ordered); SLOT(MPI_File_iwrite); SLOT(MPI_File_iwrite_at);
-SLOT(MPI_File_iwrite_all); SLOT(MPI_File_iwrite_at_all); SLOT(MPI_File_iwrite_shared);
-SLOT(MPI_File_write_all_begin); SLOT(MPI_File_write_at_all_begin); SLOT(MPI_File_write_ordered_begin);
-SLOT(H5Fcreate); SLOT(MPI_Type_size);
 
 #define MPI_MODE_CREATE 1 /* same value in Open MPI and MPICH */
 #define MPI_MODE_EXCL 64
@@ -46,7 +40,7 @@ static void learn_rank(void)
 
 IEZ_EXPORT int MPI_Init(int *argc, char ***argv)
 {
-    int rc = REAL(MPI_Init, int (*)(int *, char ***))(argc, argv);
+    int rc = REAL(MPI_Init)(argc, argv);
     if (rc == 0)
         learn_rank();
     return rc;
@@ -54,7 +48,7 @@ IEZ_EXPORT int MPI_Init(int *argc, char ***argv)
 
 IEZ_EXPORT int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
 {
-    int rc = REAL(MPI_Init_thread, int (*)(int *, char ***, int, int *))(argc, argv, required, provided);
+    int rc = REAL(MPI_Init_thread)(argc, argv, required, provided);
     if (rc == 0)
         learn_rank();
     return rc;
@@ -133,8 +127,7 @@ static void bind_traced(void *p)
 
 IEZ_EXPORT int MPI_File_open(handle comm, const char *filename, int amode, handle info, handle *fh)
 {
-    int (*real)(handle, const char *, int, handle, handle *) =
-        REAL(MPI_File_open, int (*)(handle, const char *, int, handle, handle *));
+    iez_MPI_File_open_fn real = REAL(MPI_File_open);
     if (iez_busy || !filename)
         return real(comm, filename, amode, info, fh);
     const struct iez_config *cfg = iez_cfg();
@@ -165,7 +158,7 @@ IEZ_EXPORT int MPI_File_close(handle *fh)
 {
     if (fh)
         bound(*fh, 1);
-    return REAL(MPI_File_close, int (*)(handle *))(fh);
+    return REAL(MPI_File_close)(fh);
 }
 
 static void count(handle fh, int rc, int n, handle datatype)
@@ -176,9 +169,8 @@ static void count(handle fh, int rc, int n, handle datatype)
     if (!record)
         return;
     int saved = errno;
-    int (*type_size)(handle, int *) = REAL(MPI_Type_size, int (*)(handle, int *)); /* resolved once */
     int size = 0;
-    if (type_size && type_size(datatype, &size) == 0 && size > 0)
+    if (REAL(MPI_Type_size)(datatype, &size) == 0 && size > 0)
         iez_trace_add_bytes(record, (uint64_t)n * (uint64_t)size);
     errno = saved;
 }
@@ -187,7 +179,7 @@ static void count(handle fh, int rc, int n, handle datatype)
     IEZ_EXPORT int name(handle fh, const void *buf, int n, handle dt, handle status)            \
     {                                                                                           \
         iez_in_mpi_write++;                                                                     \
-        int rc = REAL(name, int (*)(handle, const void *, int, handle, handle))(fh, buf, n, dt, status); \
+        int rc = REAL(name)(fh, buf, n, dt, status); \
         iez_in_mpi_write--;                                                                     \
         count(fh, rc, n, dt);                                                                   \
         return rc;                                                                              \
@@ -196,7 +188,7 @@ static void count(handle fh, int rc, int n, handle datatype)
     IEZ_EXPORT int name(handle fh, mpi_offset off, const void *buf, int n, handle dt, handle status) \
     {                                                                                           \
         iez_in_mpi_write++;                                                                     \
-        int rc = REAL(name, int (*)(handle, mpi_offset, const void *, int, handle, handle))(    \
+        int rc = REAL(name)(    \
             fh, off, buf, n, dt, status);                                                       \
         iez_in_mpi_write--;                                                                     \
         count(fh, rc, n, dt);                                                                   \
@@ -206,7 +198,7 @@ static void count(handle fh, int rc, int n, handle datatype)
     IEZ_EXPORT int name(handle fh, const void *buf, int n, handle dt)                           \
     {                                                                                           \
         iez_in_mpi_write++;                                                                     \
-        int rc = REAL(name, int (*)(handle, const void *, int, handle))(fh, buf, n, dt);        \
+        int rc = REAL(name)(fh, buf, n, dt);        \
         iez_in_mpi_write--;                                                                     \
         count(fh, rc, n, dt);                                                                   \
         return rc;                                                                              \
@@ -229,7 +221,7 @@ MPI_WRITE_BEGIN(MPI_File_write_ordered_begin)
 IEZ_EXPORT int MPI_File_write_at_all_begin(handle fh, mpi_offset off, const void *buf, int n, handle dt)
 {
     iez_in_mpi_write++;
-    int rc = REAL(MPI_File_write_at_all_begin, int (*)(handle, mpi_offset, const void *, int, handle))(
+    int rc = REAL(MPI_File_write_at_all_begin)(
         fh, off, buf, n, dt);
     iez_in_mpi_write--;
     count(fh, rc, n, dt);
@@ -240,8 +232,7 @@ IEZ_EXPORT int MPI_File_write_at_all_begin(handle fh, mpi_offset off, const void
 
 IEZ_EXPORT int64_t H5Fcreate(const char *name, unsigned flags, int64_t fcpl, int64_t fapl)
 {
-    int64_t (*real)(const char *, unsigned, int64_t, int64_t) =
-        REAL(H5Fcreate, int64_t (*)(const char *, unsigned, int64_t, int64_t));
+    iez_H5Fcreate_fn real = REAL(H5Fcreate);
     /* H5F_ACC_EXCL must fail on an existing file, so that case is left to the open() HDF5 makes. */
     if (!iez_busy && name && !(flags & H5F_ACC_EXCL) && iez_cfg()->mode == IEZ_MODE_PLACE) {
         struct iez_created c = { 0 };

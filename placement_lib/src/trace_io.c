@@ -12,7 +12,7 @@
  * Each interposer makes exactly one real call, whose result and errno the
  * application sees; when not tracing, the only cost is one load. */
 #undef _FORTIFY_SOURCE /* these are the functions the fortified headers would wrap */
-#include "iez.h"
+#include "real.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -25,8 +25,6 @@
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
 #endif
 
-SLOT(dup); SLOT(dup2); SLOT(dup3); SLOT(fcntl); SLOT(fcntl64); SLOT(close_range); SLOT(closefrom);
-SLOT(freopen); SLOT(freopen64); SLOT(fdopen); SLOT(splice); SLOT(vdprintf); SLOT(__vdprintf_chk);
 
 static inline int tracing_table(void)
 {
@@ -37,8 +35,7 @@ static inline int tracing_table(void)
 
 IEZ_EXPORT int dup(int fd)
 {
-    int (*f)(int) = REAL(dup, int (*)(int));
-    int r = f ? f(fd) : (int)syscall(SYS_dup, fd);
+    int r = REAL(dup)(fd);
     if (r >= 0 && tracing_table())
         iez_trace_copied(fd, r);
     if (r >= 0 && iez_bw_on)
@@ -48,12 +45,7 @@ IEZ_EXPORT int dup(int fd)
 
 IEZ_EXPORT int dup2(int oldfd, int newfd)
 {
-    int (*f)(int, int) = REAL(dup2, int (*)(int, int));
-#ifdef SYS_dup2
-    int r = f ? f(oldfd, newfd) : (int)syscall(SYS_dup2, oldfd, newfd);
-#else
-    int r = f ? f(oldfd, newfd) : (errno = ENOSYS, -1);
-#endif
+    int r = REAL(dup2)(oldfd, newfd);
     if (r >= 0 && tracing_table())
         iez_trace_copied(oldfd, r);
     if (r >= 0 && iez_bw_on)
@@ -63,8 +55,7 @@ IEZ_EXPORT int dup2(int oldfd, int newfd)
 
 IEZ_EXPORT int dup3(int oldfd, int newfd, int flags)
 {
-    int (*f)(int, int, int) = REAL(dup3, int (*)(int, int, int));
-    int r = f ? f(oldfd, newfd, flags) : (int)syscall(SYS_dup3, oldfd, newfd, flags);
+    int r = REAL(dup3)(oldfd, newfd, flags);
     if (r >= 0 && tracing_table())
         iez_trace_copied(oldfd, r);
     if (r >= 0 && iez_bw_on)
@@ -73,9 +64,9 @@ IEZ_EXPORT int dup3(int oldfd, int newfd, int flags)
 }
 
 /* fcntl's third argument is an int or a pointer by cmd; glibc itself reads it as a pointer. */
-static int fcntl_common(void *slot_fn, int fd, int cmd, void *arg)
+static int fcntl_common(iez_fcntl_fn real, int fd, int cmd, void *arg)
 {
-    int r = slot_fn ? ((int (*)(int, int, ...))slot_fn)(fd, cmd, arg) : (int)syscall(SYS_fcntl, fd, cmd, arg);
+    int r = real(fd, cmd, arg);
     if (r >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && tracing_table())
         iez_trace_copied(fd, r);
     if (r >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && iez_bw_on)
@@ -89,7 +80,7 @@ IEZ_EXPORT int fcntl(int fd, int cmd, ...)
     va_start(ap, cmd);
     void *arg = va_arg(ap, void *);
     va_end(ap);
-    return fcntl_common(REAL(fcntl, void *), fd, cmd, arg);
+    return fcntl_common(REAL(fcntl), fd, cmd, arg);
 }
 
 IEZ_EXPORT int fcntl64(int fd, int cmd, ...)
@@ -98,18 +89,12 @@ IEZ_EXPORT int fcntl64(int fd, int cmd, ...)
     va_start(ap, cmd);
     void *arg = va_arg(ap, void *);
     va_end(ap);
-    void *f = REAL(fcntl64, void *);
-    return fcntl_common(f ? f : REAL(fcntl, void *), fd, cmd, arg);
+    return fcntl_common(REAL(fcntl64), fd, cmd, arg);
 }
 
 IEZ_EXPORT int close_range(unsigned first, unsigned last, int flags)
 {
-    int (*f)(unsigned, unsigned, int) = REAL(close_range, int (*)(unsigned, unsigned, int));
-#ifdef SYS_close_range
-    int r = f ? f(first, last, flags) : (int)syscall(SYS_close_range, first, last, flags);
-#else
-    int r = f ? f(first, last, flags) : (errno = ENOSYS, -1);
-#endif
+    int r = REAL(close_range)(first, last, flags);
     if (r == 0 && !(flags & CLOSE_RANGE_CLOEXEC) && tracing_table() && !iez_busy)
         iez_trace_closed_range(first, last);
     if (r == 0 && !(flags & CLOSE_RANGE_CLOEXEC) && iez_bw_on)
@@ -119,13 +104,7 @@ IEZ_EXPORT int close_range(unsigned first, unsigned last, int flags)
 
 IEZ_EXPORT void closefrom(int lowfd)
 {
-    void (*f)(int) = REAL(closefrom, void (*)(int));
-    if (f)
-        f(lowfd);
-#ifdef SYS_close_range
-    else
-        syscall(SYS_close_range, (unsigned)lowfd, ~0U, 0);
-#endif
+    REAL(closefrom)(lowfd);
     if (tracing_table() && !iez_busy && lowfd >= 0)
         iez_trace_closed_range((unsigned)lowfd, ~0U);
     if (iez_bw_on && lowfd >= 0)
@@ -134,7 +113,7 @@ IEZ_EXPORT void closefrom(int lowfd)
 
 IEZ_EXPORT ssize_t splice(int in, loff_t *in_off, int out, loff_t *out_off, size_t n, unsigned flags)
 {
-    ssize_t r = REAL(splice, ssize_t (*)(int, loff_t *, int, loff_t *, size_t, unsigned))(in, in_off, out, out_off,
+    ssize_t r = REAL(splice)(in, in_off, out, out_off,
                                                                                           n, flags);
     iez_count_write(out, r);
     return r;
@@ -142,14 +121,8 @@ IEZ_EXPORT ssize_t splice(int in, loff_t *in_off, int out, loff_t *out_off, size
 
 /* ---- freopen --------------------------------------------------------------------- */
 
-typedef FILE *(*freopen_fn)(const char *, const char *, FILE *);
-
-static FILE *freopen_common(freopen_fn real, const char *path, const char *mode, FILE *fp)
+static FILE *freopen_common(iez_freopen_fn real, const char *path, const char *mode, FILE *fp)
 {
-    if (!real) {
-        errno = ENOSYS;
-        return NULL;
-    }
     int tracing = !iez_busy && iez_cfg()->mode == IEZ_MODE_TRACE;
     void *old = NULL;
     if (tracing && fp) {
@@ -177,13 +150,13 @@ static FILE *freopen_common(freopen_fn real, const char *path, const char *mode,
 
 IEZ_EXPORT FILE *freopen(const char *path, const char *mode, FILE *fp)
 {
-    return freopen_common(REAL(freopen, freopen_fn), path, mode, fp);
+    return freopen_common(REAL(freopen), path, mode, fp);
 }
 
 /* fdopen's stream counts through its descriptor already; knowing it sizes a file left open at exit. */
 IEZ_EXPORT FILE *fdopen(int fd, const char *mode)
 {
-    FILE *r = REAL(fdopen, FILE *(*)(int, const char *))(fd, mode);
+    FILE *r = REAL(fdopen)(fd, mode);
     if (r && tracing_table() && !iez_busy && iez_trace_stdio_writes(mode)) {
         iez_trace_stream(fd, r);
         iez_trace_stream_marked(fd, r);
@@ -193,17 +166,13 @@ IEZ_EXPORT FILE *fdopen(int fd, const char *mode)
 
 IEZ_EXPORT FILE *freopen64(const char *path, const char *mode, FILE *fp)
 {
-    freopen_fn f = REAL(freopen64, freopen_fn);
-    return freopen_common(f ? f : REAL(freopen, freopen_fn), path, mode, fp);
+    return freopen_common(REAL(freopen64), path, mode, fp);
 }
-
-typedef int (*vdprintf_fn)(int, const char *, va_list);
-typedef int (*vdprintf_chk_fn)(int, int, const char *, va_list);
 
 /* dprintf formats into a stream of its own on fd and writes it with libc's internal __write. */
 IEZ_EXPORT int vdprintf(int fd, const char *fmt, va_list ap)
 {
-    int r = REAL(vdprintf, vdprintf_fn)(fd, fmt, ap);
+    int r = REAL(vdprintf)(fd, fmt, ap);
     iez_count_write(fd, r);
     return r;
 }
@@ -212,7 +181,7 @@ IEZ_EXPORT int dprintf(int fd, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    int r = REAL(vdprintf, vdprintf_fn)(fd, fmt, ap);
+    int r = REAL(vdprintf)(fd, fmt, ap);
     va_end(ap);
     iez_count_write(fd, r);
     return r;
@@ -220,7 +189,7 @@ IEZ_EXPORT int dprintf(int fd, const char *fmt, ...)
 
 IEZ_EXPORT int __vdprintf_chk(int fd, int flag, const char *fmt, va_list ap)
 {
-    int r = REAL(__vdprintf_chk, vdprintf_chk_fn)(fd, flag, fmt, ap);
+    int r = REAL(__vdprintf_chk)(fd, flag, fmt, ap);
     iez_count_write(fd, r);
     return r;
 }
@@ -229,7 +198,7 @@ IEZ_EXPORT int __dprintf_chk(int fd, int flag, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    int r = REAL(__vdprintf_chk, vdprintf_chk_fn)(fd, flag, fmt, ap);
+    int r = REAL(__vdprintf_chk)(fd, flag, fmt, ap);
     va_end(ap);
     iez_count_write(fd, r);
     return r;

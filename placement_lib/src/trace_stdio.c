@@ -18,7 +18,7 @@
  * Each interposer makes exactly one real call, whose result and errno the
  * application sees; when not tracing, the only cost is one load. */
 #undef _FORTIFY_SOURCE /* these are the functions the fortified headers would wrap */
-#include "iez.h"
+#include "real.h"
 
 #include <errno.h>
 #include <grp.h>
@@ -42,16 +42,6 @@
 #define SINGLE_THREADED() 0
 #endif
 
-SLOT(fwrite); SLOT(fwrite_unlocked); SLOT(_IO_fwrite); SLOT(fputc); SLOT(putc); SLOT(_IO_putc);
-SLOT(fputc_unlocked); SLOT(putc_unlocked); SLOT(putchar); SLOT(putchar_unlocked); SLOT(fputs);
-SLOT(fputs_unlocked); SLOT(_IO_fputs); SLOT(puts); SLOT(_IO_puts); SLOT(putw); SLOT(__overflow);
-SLOT(vfprintf); SLOT(vprintf); SLOT(__vfprintf_chk); SLOT(__vprintf_chk);
-SLOT(fputwc); SLOT(putwc); SLOT(fputwc_unlocked); SLOT(putwc_unlocked); SLOT(putwchar); SLOT(putwchar_unlocked);
-SLOT(fputws); SLOT(fputws_unlocked); SLOT(__woverflow); SLOT(vfwprintf); SLOT(__vfwprintf_chk);
-SLOT(fflush); SLOT(fflush_unlocked); SLOT(fcloseall); SLOT(fseek); SLOT(fseeko); SLOT(fseeko64); SLOT(fsetpos);
-SLOT(fsetpos64); SLOT(rewind); SLOT(setvbuf); SLOT(setbuf); SLOT(setbuffer); SLOT(setlinebuf); SLOT(__fpurge);
-SLOT(perror); SLOT(herror); SLOT(psignal); SLOT(psiginfo); SLOT(vwarn); SLOT(vwarnx); SLOT(verr); SLOT(verrx);
-SLOT(error); SLOT(error_at_line); SLOT(putpwent); SLOT(putgrent); SLOT(putspent); SLOT(putsgent); SLOT(addmntent);
 
 static inline int tracing_table(void)
 {
@@ -136,10 +126,6 @@ void iez_trace_stream_marked(int fd, FILE *fp)
 
 /* ---- narrow characters ------------------------------------------------------------------- */
 
-typedef int (*putc_fn)(int, FILE *);
-typedef int (*puts_fn)(const char *, FILE *);
-typedef size_t (*fwrite_fn)(const void *, size_t, size_t, FILE *);
-
 #undef putc
 #undef fputc
 #undef putc_unlocked
@@ -149,64 +135,62 @@ typedef size_t (*fwrite_fn)(const void *, size_t, size_t, FILE *);
 #undef fwrite_unlocked
 #undef fputs_unlocked
 #define PUTC(name, locking) \
-    IEZ_EXPORT int name(int c, FILE *fp) { AROUND(fp, locking, REAL(name, putc_fn)(c, fp), r != EOF); }
+    IEZ_EXPORT int name(int c, FILE *fp) { AROUND(fp, locking, REAL(name)(c, fp), r != EOF); }
 PUTC(fputc, 1)
 PUTC(putc, 1)
 PUTC(_IO_putc, 1)
 PUTC(fputc_unlocked, 0)
 PUTC(putc_unlocked, 0)
 
-IEZ_EXPORT int putchar(int c) { AROUND(stdout, 1, REAL(putchar, int (*)(int))(c), r != EOF); }
-IEZ_EXPORT int putchar_unlocked(int c) { AROUND(stdout, 0, REAL(putchar_unlocked, int (*)(int))(c), r != EOF); }
+IEZ_EXPORT int putchar(int c) { AROUND(stdout, 1, REAL(putchar)(c), r != EOF); }
+IEZ_EXPORT int putchar_unlocked(int c) { AROUND(stdout, 0, REAL(putchar_unlocked)(c), r != EOF); }
 
 /* The buffer was full (or the stream line-buffered or unbuffered): an inlined putc's one call. */
 IEZ_EXPORT int __overflow(FILE *fp, int c)
 {
-    AROUND(fp, 0, REAL(__overflow, int (*)(FILE *, int))(fp, c), c != EOF && r != EOF);
+    AROUND(fp, 0, REAL(__overflow)(fp, c), c != EOF && r != EOF);
 }
 
 #define FPUTS(name, locking) \
-    IEZ_EXPORT int name(const char *s, FILE *fp) { AROUND(fp, locking, REAL(name, puts_fn)(s, fp), r != EOF ? strlen(s) : 0); }
+    IEZ_EXPORT int name(const char *s, FILE *fp) { AROUND(fp, locking, REAL(name)(s, fp), r != EOF ? strlen(s) : 0); }
 FPUTS(fputs, 1)
 FPUTS(_IO_fputs, 1)
 FPUTS(fputs_unlocked, 0)
 
-IEZ_EXPORT int puts(const char *s) { AROUND(stdout, 1, REAL(puts, int (*)(const char *))(s), r != EOF ? strlen(s) + 1 : 0); }
-IEZ_EXPORT int _IO_puts(const char *s) { AROUND(stdout, 1, REAL(_IO_puts, int (*)(const char *))(s), r != EOF ? strlen(s) + 1 : 0); }
+IEZ_EXPORT int puts(const char *s) { AROUND(stdout, 1, REAL(puts)(s), r != EOF ? strlen(s) + 1 : 0); }
+IEZ_EXPORT int _IO_puts(const char *s) { AROUND(stdout, 1, REAL(_IO_puts)(s), r != EOF ? strlen(s) + 1 : 0); }
 
 #define FWRITE(name, locking)                                                   \
     IEZ_EXPORT size_t name(const void *buf, size_t size, size_t n, FILE *fp)    \
     {                                                                           \
-        AROUND(fp, locking, REAL(name, fwrite_fn)(buf, size, n, fp), r * size); \
+        AROUND(fp, locking, REAL(name)(buf, size, n, fp), r * size); \
     }
 FWRITE(fwrite, 1)
 FWRITE(_IO_fwrite, 1)
 FWRITE(fwrite_unlocked, 0)
 
-IEZ_EXPORT int putw(int w, FILE *fp) { AROUND(fp, 1, REAL(putw, int (*)(int, FILE *))(w, fp), r == 0 ? sizeof w : 0); }
+IEZ_EXPORT int putw(int w, FILE *fp) { AROUND(fp, 1, REAL(putw)(w, fp), r == 0 ? sizeof w : 0); }
 
 /* The printf family: each variadic entry point makes the real v-variant's call. */
-typedef int (*vfprintf_fn)(FILE *, const char *, va_list);
-typedef int (*vfprintf_chk_fn)(FILE *, int, const char *, va_list);
 
 static int count_vfprintf(FILE *fp, const char *fmt, va_list ap)
 {
-    AROUND(fp, 1, REAL(vfprintf, vfprintf_fn)(fp, fmt, ap), r);
+    AROUND(fp, 1, REAL(vfprintf)(fp, fmt, ap), r);
 }
 
 static int count_vfprintf_chk(FILE *fp, int flag, const char *fmt, va_list ap)
 {
-    AROUND(fp, 1, REAL(__vfprintf_chk, vfprintf_chk_fn)(fp, flag, fmt, ap), r);
+    AROUND(fp, 1, REAL(__vfprintf_chk)(fp, flag, fmt, ap), r);
 }
 
 static int count_vprintf(const char *fmt, va_list ap)
 {
-    AROUND(stdout, 1, REAL(vprintf, int (*)(const char *, va_list))(fmt, ap), r);
+    AROUND(stdout, 1, REAL(vprintf)(fmt, ap), r);
 }
 
 static int count_vprintf_chk(int flag, const char *fmt, va_list ap)
 {
-    AROUND(stdout, 1, REAL(__vprintf_chk, int (*)(int, const char *, va_list))(flag, fmt, ap), r);
+    AROUND(stdout, 1, REAL(__vprintf_chk)(flag, fmt, ap), r);
 }
 
 #define VARIADIC(call, last)   \
@@ -309,13 +293,10 @@ size_t iez_stream_pending(FILE *fp)
     return base && ptr > base ? (size_t)wide_bytes(base, (size_t)(ptr - base)) : 0;
 }
 
-typedef wint_t (*putwc_fn)(wchar_t, FILE *);
-typedef int (*fputws_fn)(const wchar_t *, FILE *);
-
 #define PUTWC(name, locking)                                                                  \
     IEZ_EXPORT wint_t name(wchar_t c, FILE *fp)                                               \
     {                                                                                         \
-        AROUND(fp, locking, REAL(name, putwc_fn)(c, fp), r != WEOF ? wide_bytes(&c, 1) : 0); \
+        AROUND(fp, locking, REAL(name)(c, fp), r != WEOF ? wide_bytes(&c, 1) : 0); \
     }
 PUTWC(fputwc, 1)
 PUTWC(putwc, 1)
@@ -324,24 +305,24 @@ PUTWC(putwc_unlocked, 0)
 
 IEZ_EXPORT wint_t putwchar(wchar_t c)
 {
-    AROUND(stdout, 1, REAL(putwchar, wint_t (*)(wchar_t))(c), r != WEOF ? wide_bytes(&c, 1) : 0);
+    AROUND(stdout, 1, REAL(putwchar)(c), r != WEOF ? wide_bytes(&c, 1) : 0);
 }
 
 IEZ_EXPORT wint_t putwchar_unlocked(wchar_t c)
 {
-    AROUND(stdout, 0, REAL(putwchar_unlocked, wint_t (*)(wchar_t))(c), r != WEOF ? wide_bytes(&c, 1) : 0);
+    AROUND(stdout, 0, REAL(putwchar_unlocked)(c), r != WEOF ? wide_bytes(&c, 1) : 0);
 }
 
 IEZ_EXPORT wint_t __woverflow(FILE *fp, wint_t c)
 {
     wchar_t w = (wchar_t)c;
-    AROUND(fp, 0, REAL(__woverflow, wint_t (*)(FILE *, wint_t))(fp, c), c != WEOF && r != WEOF ? wide_bytes(&w, 1) : 0);
+    AROUND(fp, 0, REAL(__woverflow)(fp, c), c != WEOF && r != WEOF ? wide_bytes(&w, 1) : 0);
 }
 
 #define FPUTWS(name, locking)                                                                      \
     IEZ_EXPORT int name(const wchar_t *s, FILE *fp)                                                \
     {                                                                                              \
-        AROUND(fp, locking, REAL(name, fputws_fn)(s, fp), r >= 0 ? wide_bytes(s, wcslen(s)) : 0); \
+        AROUND(fp, locking, REAL(name)(s, fp), r >= 0 ? wide_bytes(s, wcslen(s)) : 0); \
     }
 FPUTWS(fputws, 1)
 FPUTWS(fputws_unlocked, 0)
@@ -360,21 +341,18 @@ static long formatted_bytes(int written, const wchar_t *fmt, va_list ap)
     return t.bytes;
 }
 
-typedef int (*vfwprintf_fn)(FILE *, const wchar_t *, va_list);
-typedef int (*vfwprintf_chk_fn)(FILE *, int, const wchar_t *, va_list);
-
 /* The va_list is copied before the real call uses it up: the second formatting needs it whole. */
 static int count_vfwprintf(FILE *fp, const wchar_t *fmt, va_list ap)
 {
     if (!tracing_table() || !fp)
-        return REAL(vfwprintf, vfwprintf_fn)(fp, fmt, ap);
+        return REAL(vfwprintf)(fp, fmt, ap);
     va_list again;
     va_copy(again, ap);
     int held = !SINGLE_THREADED();
     if (held)
         flockfile(fp);
     iez_trace_stream_look(fp);
-    int r = REAL(vfwprintf, vfwprintf_fn)(fp, fmt, ap);
+    int r = REAL(vfwprintf)(fp, fmt, ap);
     took(fp, formatted_bytes(r, fmt, again));
     if (held)
         funlockfile(fp);
@@ -385,14 +363,14 @@ static int count_vfwprintf(FILE *fp, const wchar_t *fmt, va_list ap)
 static int count_vfwprintf_chk(FILE *fp, int flag, const wchar_t *fmt, va_list ap)
 {
     if (!tracing_table() || !fp)
-        return REAL(__vfwprintf_chk, vfwprintf_chk_fn)(fp, flag, fmt, ap);
+        return REAL(__vfwprintf_chk)(fp, flag, fmt, ap);
     va_list again;
     va_copy(again, ap);
     int held = !SINGLE_THREADED();
     if (held)
         flockfile(fp);
     iez_trace_stream_look(fp);
-    int r = REAL(__vfwprintf_chk, vfwprintf_chk_fn)(fp, flag, fmt, ap);
+    int r = REAL(__vfwprintf_chk)(fp, flag, fmt, ap);
     took(fp, formatted_bytes(r, fmt, again));
     if (held)
         funlockfile(fp);
@@ -427,33 +405,33 @@ IEZ_EXPORT int fflush(FILE *fp)
 {
     if (!fp && tracing_table())
         iez_trace_streams_look(); /* every stream */
-    AROUND(fp, 1, REAL(fflush, int (*)(FILE *))(fp), 0);
+    AROUND(fp, 1, REAL(fflush)(fp), 0);
 }
 
 IEZ_EXPORT int fflush_unlocked(FILE *fp)
 {
     if (!fp && tracing_table())
         iez_trace_streams_look();
-    AROUND(fp, 0, REAL(fflush_unlocked, int (*)(FILE *))(fp), 0);
+    AROUND(fp, 0, REAL(fflush_unlocked)(fp), 0);
 }
 
 IEZ_EXPORT int fcloseall(void)
 {
     if (tracing_table())
         iez_trace_streams_look();
-    return REAL(fcloseall, int (*)(void))();
+    return REAL(fcloseall)();
 }
 
 #define SEEK(name, type) \
-    IEZ_EXPORT int name(FILE *fp, type off, int whence) { AROUND(fp, 1, REAL(name, int (*)(FILE *, type, int))(fp, off, whence), 0); }
+    IEZ_EXPORT int name(FILE *fp, type off, int whence) { AROUND(fp, 1, REAL(name)(fp, off, whence), 0); }
 SEEK(fseek, long)
 SEEK(fseeko, off_t)
 SEEK(fseeko64, off64_t)
 
-IEZ_EXPORT int fsetpos(FILE *fp, const fpos_t *pos) { AROUND(fp, 1, REAL(fsetpos, int (*)(FILE *, const fpos_t *))(fp, pos), 0); }
+IEZ_EXPORT int fsetpos(FILE *fp, const fpos_t *pos) { AROUND(fp, 1, REAL(fsetpos)(fp, pos), 0); }
 IEZ_EXPORT int fsetpos64(FILE *fp, const fpos64_t *pos)
 {
-    AROUND(fp, 1, REAL(fsetpos64, int (*)(FILE *, const fpos64_t *))(fp, pos), 0);
+    AROUND(fp, 1, REAL(fsetpos64)(fp, pos), 0);
 }
 
 /* The void calls: the same look and note around them. */
@@ -471,19 +449,19 @@ IEZ_EXPORT int fsetpos64(FILE *fp, const fpos64_t *pos)
             funlockfile(fp);                            \
     } while (0)
 
-IEZ_EXPORT void rewind(FILE *fp) { AROUND_VOID(fp, REAL(rewind, void (*)(FILE *))(fp)); }
-IEZ_EXPORT void setbuf(FILE *fp, char *buf) { AROUND_VOID(fp, REAL(setbuf, void (*)(FILE *, char *))(fp, buf)); }
+IEZ_EXPORT void rewind(FILE *fp) { AROUND_VOID(fp, REAL(rewind)(fp)); }
+IEZ_EXPORT void setbuf(FILE *fp, char *buf) { AROUND_VOID(fp, REAL(setbuf)(fp, buf)); }
 IEZ_EXPORT void setbuffer(FILE *fp, char *buf, size_t size)
 {
-    AROUND_VOID(fp, REAL(setbuffer, void (*)(FILE *, char *, size_t))(fp, buf, size));
+    AROUND_VOID(fp, REAL(setbuffer)(fp, buf, size));
 }
-IEZ_EXPORT void setlinebuf(FILE *fp) { AROUND_VOID(fp, REAL(setlinebuf, void (*)(FILE *))(fp)); }
+IEZ_EXPORT void setlinebuf(FILE *fp) { AROUND_VOID(fp, REAL(setlinebuf)(fp)); }
 /* What __fpurge throws away was accepted all the same: counted, as bytes left at _exit are. */
-IEZ_EXPORT void __fpurge(FILE *fp) { AROUND_VOID(fp, REAL(__fpurge, void (*)(FILE *))(fp)); }
+IEZ_EXPORT void __fpurge(FILE *fp) { AROUND_VOID(fp, REAL(__fpurge)(fp)); }
 
 IEZ_EXPORT int setvbuf(FILE *fp, char *buf, int mode, size_t size)
 {
-    AROUND(fp, 1, REAL(setvbuf, int (*)(FILE *, char *, int, size_t))(fp, buf, mode, size), 0);
+    AROUND(fp, 1, REAL(setvbuf)(fp, buf, mode, size), 0);
 }
 
 /* ---- what libc writes itself through a stream: perror, err, warn, error, psignal, putpwent ... ---- */
@@ -551,15 +529,15 @@ void iez_trace_exit_write(void)
         call;                                             \
     } while (0)
 
-IEZ_EXPORT void perror(const char *s) { OPAQUE(stderr, REAL(perror, void (*)(const char *))(s)); }
-IEZ_EXPORT void herror(const char *s) { OPAQUE(stderr, REAL(herror, void (*)(const char *))(s)); }
-IEZ_EXPORT void psignal(int sig, const char *s) { OPAQUE(stderr, REAL(psignal, void (*)(int, const char *))(sig, s)); }
+IEZ_EXPORT void perror(const char *s) { OPAQUE(stderr, REAL(perror)(s)); }
+IEZ_EXPORT void herror(const char *s) { OPAQUE(stderr, REAL(herror)(s)); }
+IEZ_EXPORT void psignal(int sig, const char *s) { OPAQUE(stderr, REAL(psignal)(sig, s)); }
 IEZ_EXPORT void psiginfo(const siginfo_t *info, const char *s)
 {
-    OPAQUE(stderr, REAL(psiginfo, void (*)(const siginfo_t *, const char *))(info, s));
+    OPAQUE(stderr, REAL(psiginfo)(info, s));
 }
-IEZ_EXPORT void vwarn(const char *fmt, va_list ap) { OPAQUE(stderr, REAL(vwarn, void (*)(const char *, va_list))(fmt, ap)); }
-IEZ_EXPORT void vwarnx(const char *fmt, va_list ap) { OPAQUE(stderr, REAL(vwarnx, void (*)(const char *, va_list))(fmt, ap)); }
+IEZ_EXPORT void vwarn(const char *fmt, va_list ap) { OPAQUE(stderr, REAL(vwarn)(fmt, ap)); }
+IEZ_EXPORT void vwarnx(const char *fmt, va_list ap) { OPAQUE(stderr, REAL(vwarnx)(fmt, ap)); }
 IEZ_EXPORT void warn(const char *fmt, ...)
 {
     va_list ap;
@@ -576,12 +554,12 @@ IEZ_EXPORT void warnx(const char *fmt, ...)
 }
 IEZ_EXPORT void verr(int status, const char *fmt, va_list ap)
 {
-    OPAQUE_EXIT(stderr, REAL(verr, void (*)(int, const char *, va_list))(status, fmt, ap));
+    OPAQUE_EXIT(stderr, REAL(verr)(status, fmt, ap));
     __builtin_unreachable();
 }
 IEZ_EXPORT void verrx(int status, const char *fmt, va_list ap)
 {
-    OPAQUE_EXIT(stderr, REAL(verrx, void (*)(int, const char *, va_list))(status, fmt, ap));
+    OPAQUE_EXIT(stderr, REAL(verrx)(status, fmt, ap));
     __builtin_unreachable();
 }
 IEZ_EXPORT void err(int status, const char *fmt, ...)
@@ -604,7 +582,7 @@ IEZ_EXPORT void error(int status, int errnum, const char *fmt, ...)
     int measured = opaque_begin(stderr, &o) == 0;
     if (measured && status)
         at_exit = o;
-    __builtin_apply((void (*)(void))REAL(error, void *), __builtin_apply_args(), 256);
+    __builtin_apply((void (*)(void))REAL(error), __builtin_apply_args(), 256);
     if (measured)
         opaque_end(&o);
 }
@@ -615,13 +593,13 @@ IEZ_EXPORT void error_at_line(int status, int errnum, const char *file, unsigned
     int measured = opaque_begin(stderr, &o) == 0;
     if (measured && status)
         at_exit = o;
-    __builtin_apply((void (*)(void))REAL(error_at_line, void *), __builtin_apply_args(), 256);
+    __builtin_apply((void (*)(void))REAL(error_at_line), __builtin_apply_args(), 256);
     if (measured)
         opaque_end(&o);
 }
 
 #define PUTENT(name, type) \
-    IEZ_EXPORT int name(const type *e, FILE *fp) { int r; OPAQUE(fp, r = REAL(name, int (*)(const type *, FILE *))(e, fp)); return r; }
+    IEZ_EXPORT int name(const type *e, FILE *fp) { int r; OPAQUE(fp, r = REAL(name)(e, fp)); return r; }
 PUTENT(putpwent, struct passwd)
 PUTENT(putgrent, struct group)
 PUTENT(putspent, struct spwd)
@@ -629,6 +607,6 @@ PUTENT(putsgent, struct sgrp)
 IEZ_EXPORT int addmntent(FILE *fp, const struct mntent *m)
 {
     int r;
-    OPAQUE(fp, r = REAL(addmntent, int (*)(FILE *, const struct mntent *))(fp, m));
+    OPAQUE(fp, r = REAL(addmntent)(fp, m));
     return r;
 }
