@@ -2,7 +2,8 @@
 drains and the balancing service never walk the tree.
 
 - :mod:`iez.inventory.tables`: the tables (files by FID, directories, stripe objects, changelog positions);
-- :mod:`iez.inventory.store`: batched upserts and deletes, and paths resolved from directory rows;
+- :mod:`iez.inventory.store`: batched upserts and deletes (their statements are :mod:`iez.db.inventory`'s), and
+  paths resolved from directory rows;
 - :mod:`iez.inventory.scan`: the seeding scan, parallel over top-level subtrees;
 - :mod:`iez.inventory.changelog`: Lustre's ``lfs changelog`` text records, parsed strictly;
 - :mod:`iez.inventory.readers`: where records come from (``lfs changelog`` or the emulated MDT's log) and

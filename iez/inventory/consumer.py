@@ -54,8 +54,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import starmap
 
-from sqlalchemy import Engine, func, select, update
+from sqlalchemy import Engine
 
+from iez.db import inventory as sql
 from iez.errors import IezError
 from iez.inventory import store
 from iez.inventory.changelog import (
@@ -69,7 +70,6 @@ from iez.inventory.changelog import (
     record_index,
 )
 from iez.inventory.scan import file_row, scan
-from iez.inventory.tables import InvFile, InvRoot
 from iez.layout.read import LayoutReader
 from iez.move.temps import is_temporary
 
@@ -245,7 +245,7 @@ class Consumer:
             scan(self.engine, unseeded)
             report.notes.append(f"seeded {', '.join(unseeded)} by a scan first (it had never been scanned)")
         with store.transaction(self.engine) as conn:
-            scans = conn.execute(select(func.sum(InvRoot.generation), func.count())).one()
+            scans = sql.scan_generations(conn)
             if self.paths is None or scans != self._scans:  # directories as a scan left them
                 self.paths, self._scans = store.Paths.load(conn), scans
         report.position = position
@@ -435,25 +435,19 @@ class Consumer:
                         stack.append(child)
             for fid in below:
                 paths.remove(fid)
-            for part in store._chunks(sorted(below)):
-                gone |= {fid for (fid,) in conn.execute(select(InvFile.fid).where(InvFile.parent.in_(part)))}
+            gone |= sql.files_below(conn, sorted(below))
             store.delete_dirs(conn, below)
             dirs_put = {k: v for k, v in dirs_put.items() if k not in below}
         store.put_dirs(conn, [{"fid": fid, "parent": parent, "name": name, "root_id": paths.root_of(parent) or 0,
                                "gen": 0} for fid, (parent, name) in dirs_put.items()])
         # files: looked at once each, where they are now
         look -= gone
-        look |= {fid for (fid,) in conn.execute(select(InvFile.fid).where(InvFile.stale == 1))} - gone
-        known = {}
-        before: dict[str, tuple] = {}  # fid -> (size, layout, stale) as stored
-        want = sorted(look)
-        mark = "?" if conn.dialect.name == "sqlite" else "%s"
-        for part in store._chunks(want, 900):  # through the driver: no statement compiled per batch of keys
-            for fid, parent, name, size, layout, was_stale in conn.exec_driver_sql(
-                    "SELECT fid, parent, name, size, layout, stale FROM inv_files "
-                    f"WHERE fid IN ({', '.join([mark] * len(part))})", tuple(part)):
-                known[fid] = (parent, name)
-                before[fid] = (size, layout, was_stale)
+        look |= sql.stale_files(conn) - gone
+        known: dict[str, tuple[str, str]] = {}
+        before: dict[str, tuple[int, str | None, int]] = {}  # fid -> (size, layout, stale) as stored
+        for fid, parent, name, size, layout, was_stale in sql.stored_files(conn, sorted(look)):
+            known[fid] = (parent, name)
+            before[fid] = (size, layout, was_stale)
         where = {**known, **{fid: names[fid] for fid in look if fid in names}}
         # looked at and written a part at a time; on MariaDB a Sender's thread runs each part's statements
         # while the next part is looked at (they touch no row in common: the statements' order is kept anyway)
@@ -485,11 +479,10 @@ class Consumer:
         finally:
             if sender is not None:
                 sender.close()  # every statement ran (or its error is raised) before the connection is used again
-        store.mark_stale(conn, [fid for fid in stale if fid in known and not before[fid][2]])
+        sql.mark_stale(conn, [fid for fid in stale if fid in known and not before[fid][2]])
         for fid in stale:
             if fid in names and fid in known:  # renamed: its new name, even before we could look at it
-                conn.execute(update(InvFile.__table__).where(InvFile.fid == fid)
-                             .values(parent=names[fid][0], name=names[fid][1]))
+                sql.rename_file(conn, fid, *names[fid])
         return written, len(gone)
 
     def _look(self, where: dict[str, tuple[str, str]]):

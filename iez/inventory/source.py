@@ -21,12 +21,18 @@ without a layout, with more than one link or mirrored (SQL) plus the candidates 
 from __future__ import annotations
 
 import os
-from typing import Callable
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
-from sqlalchemy import Engine, func, or_, select
+from sqlalchemy import Connection, Engine
 
-from iez.inventory.store import Paths, seeded_roots
-from iez.inventory.tables import InvFile, InvObject
+from iez.db import inventory as sql
+from iez.inventory.store import Paths
+
+if TYPE_CHECKING:
+    from iez.layout.model import Layout
+
+#: A file as a plan reads it: path, size, ino, mtime_ns, nlink, layout (None: none, or unreadable).
+Found = tuple[str, int, int, int, int, "Layout | None"]
 
 #: Up to this many files below the roots every file is loaded (a plan identical to a walk's).
 FULL_LOAD_FILES = 500_000
@@ -38,7 +44,6 @@ COVERING = 32
 #: for a 10 M-file inventory, benchmarks/inventory_bench.py). An imbalance that needs more files moved than this
 #: is brought down in rounds: each plan goes as far as its candidates allow, the next starts from there.
 MAX_CANDIDATES = 250_000
-_CHUNK = 900
 
 
 def _engine(db) -> tuple[Engine, bool]:
@@ -51,7 +56,7 @@ def _engine(db) -> tuple[Engine, bool]:
 
 def root_ids(conn, roots: list[str]) -> tuple[list[int], bool] | None:
     """The inventory's ids of ``roots`` and whether they are all it holds; None unless every one was seeded."""
-    seeded = seeded_roots(conn)
+    seeded = sql.seeded_roots(conn)
     ids = []
     for root in roots:
         found = seeded.get(os.path.abspath(root))
@@ -72,17 +77,14 @@ def files_from_store(db, known: set[int], roots: list[str], *, capacity: dict[in
     engine, own = _engine(db)
     try:
         with engine.connect() as conn:
-            if engine.dialect.name == "sqlite":  # index range scans over a large file: map it, as a read cache
-                conn.exec_driver_sql("PRAGMA mmap_size=2147483648")
-                conn.exec_driver_sql("PRAGMA cache_size=-262144")
+            sql.tune_for_reads(conn)  # SQLite: index range scans over a large file, mapped as a read cache
             found = root_ids(conn, roots)
             if found is None:
                 raise ValueError(f"the inventory has not been seeded for {', '.join(roots)} "
                                  "(run iez inventory scan --root DIR)")
             ids, everything = found
-            scope = None if everything else InvFile.root_id.in_(ids)
-            count = conn.execute(select(func.count()).select_from(InvFile).where(*(() if scope is None else (scope,)))
-                                 ).scalar()
+            scope = None if everything else ids
+            count = sql.file_count(conn, scope)
             paths = Paths.load(conn)
             if count <= (FULL_LOAD_FILES if full_load is None else full_load) or capacity is None or used is None:
                 return _load_all(conn, paths, known, scope)
@@ -92,14 +94,13 @@ def files_from_store(db, known: set[int], roots: list[str], *, capacity: dict[in
             engine.dispose()
 
 
-def _rows(conn, paths: Paths, query, problems: list[str]):
-    """``(path, size, ino, mtime_ns, nlink, layout)`` for each row of ``query`` (fid, parent, name, size, layout,
-    nlink, ino, mtime); ``layout`` None for a file without one or whose stored text does not parse (said in
-    ``problems``)."""
+def _rows(paths: Paths, rows: Iterable[sql.PlanRow], problems: list[str]) -> Iterator[Found]:
+    """``(path, size, ino, mtime_ns, nlink, layout)`` for each of ``rows`` (:data:`iez.db.inventory.PlanRow`);
+    ``layout`` None for a file without one or whose stored text does not parse (said in ``problems``)."""
     from iez.layout.emulated import parse_attr
 
-    parsed: dict[str, object] = {}
-    for fid, parent, name, size, text, nlink, ino, mtime_ns in conn.execution_options(yield_per=20000).execute(query):
+    parsed: dict[str, Layout] = {}
+    for fid, parent, name, size, text, nlink, ino, mtime_ns in rows:
         directory = paths.path(parent)
         if directory is None:
             continue  # below a directory the inventory lost: a rescan brings it back
@@ -113,27 +114,21 @@ def _rows(conn, paths: Paths, query, problems: list[str]):
         yield path, size, ino, mtime_ns, nlink, layout
 
 
-def _files(conn, paths: Paths, known: set[int], query, problems: list[str]):
-    """``(file or None, pairs)`` for each row of ``query`` (as :func:`_rows`)."""
+def _files(paths: Paths, known: set[int], rows: Iterable[sql.PlanRow], problems: list[str]):
+    """``(file or None, pairs)`` for each of ``rows`` (as :func:`_rows`)."""
     from iez.rebalance.inventory import entry
 
-    for path, size, ino, mtime_ns, nlink, layout in _rows(conn, paths, query, problems):
+    for path, size, ino, mtime_ns, nlink, layout in _rows(paths, rows, problems):
         if layout is None:
             yield None, None
         else:
             yield entry(path, size, ino, mtime_ns, nlink, layout, known)
 
 
-_COLUMNS = (InvFile.fid, InvFile.parent, InvFile.name, InvFile.size, InvFile.layout, InvFile.nlink, InvFile.ino,
-            InvFile.mtime_ns)
-
-
-def _load_all(conn, paths: Paths, known: set[int], scope):
-    files, per_ost, fixed, problems = [], {}, 0, []
-    query = select(*_COLUMNS).order_by(InvFile.fid)
-    if scope is not None:
-        query = query.where(scope)
-    for file, pairs in _files(conn, paths, known, query, problems):
+def _load_all(conn: Connection, paths: Paths, known: set[int], scope: list[int] | None):
+    files, per_ost, fixed = [], {}, 0
+    problems: list[str] = []
+    for file, pairs in _files(paths, known, sql.file_rows(conn, scope), problems):
         for ost, nbytes in pairs or ():
             per_ost[ost] = per_ost.get(ost, 0) + nbytes
         if file is None:
@@ -143,45 +138,30 @@ def _load_all(conn, paths: Paths, known: set[int], scope):
     return files, per_ost, fixed, problems
 
 
-def _load_candidates(conn, paths: Paths, known: set[int], scope, capacity, used, pools, usable):
+def _load_candidates(conn: Connection, paths: Paths, known: set[int], scope: list[int] | None,
+                     capacity: dict[int, int], used, pools: dict[str, list[int]], usable: set[int] | None):
     problems: list[str] = []
-    total = select(InvObject.ost, func.sum(InvObject.bytes)).group_by(InvObject.ost)
-    if scope is not None:
-        total = total.join(InvFile, InvFile.fid == InvObject.fid).where(scope)
-    per_ost = {ost: int(b) for ost, b in conn.execute(total)}
+    per_ost = sql.ost_totals(conn, scope)
     now = used(per_ost) if callable(used) else dict(used)
     excess = _excess(now, capacity, pools, usable if usable is not None else set(capacity))
     budget = sum(excess.values()) or 1
     wanted: set[str] = set()
     for ost, over in sorted(excess.items(), key=lambda kv: -kv[1]):
         limit = max(COVERING, int(MAX_CANDIDATES * over / budget))
-        fits = select(InvObject.fid, InvObject.bytes).where(InvObject.ost == ost, InvObject.bytes <= over,
-                                                             InvObject.bytes > 0)
-        covers = select(InvObject.fid).where(InvObject.ost == ost, InvObject.bytes > over)
-        if scope is not None:
-            fits = fits.join(InvFile, InvFile.fid == InvObject.fid).where(scope)
-            covers = covers.join(InvFile, InvFile.fid == InvObject.fid).where(scope)
         got = 0
-        for fid, nbytes in conn.execute(fits.order_by(InvObject.bytes.desc()).limit(limit)).fetchall():
+        for fid, nbytes in sql.largest_within(conn, ost, over, limit, scope):
             wanted.add(fid)
             got += nbytes
             if got >= CANDIDATE_FACTOR * over:
                 break
-        wanted.update(fid for (fid,) in conn.execute(covers.order_by(InvObject.bytes).limit(COVERING)))
+        wanted.update(sql.smallest_above(conn, ost, over, COVERING, scope))
     files, refused = [], 0
-    ordered = sorted(wanted)
-    for n in range(0, len(ordered), _CHUNK):
-        query = select(*_COLUMNS).where(InvFile.fid.in_(ordered[n:n + _CHUNK]))
-        for file, _ in _files(conn, paths, known, query, problems):
-            if file is None:
-                refused += 1
-            else:
-                files.append(file)
-    unmovable = select(func.count()).select_from(InvFile).where(
-        or_(InvFile.layout.is_(None), InvFile.nlink > 1, InvFile.layout.like("version=3 %")))
-    if scope is not None:
-        unmovable = unmovable.where(scope)
-    fixed = conn.execute(unmovable).scalar() + refused
+    for file, _ in _files(paths, known, sql.files_of(conn, sorted(wanted)), problems):
+        if file is None:
+            refused += 1
+        else:
+            files.append(file)
+    fixed = sql.unmovable_count(conn, scope) + refused
     return files, per_ost, fixed, problems
 
 
@@ -235,11 +215,10 @@ def stored_on(roots: list[str], osts: set[int], settings=None, cluster: str | No
     if _store_refused(roots, settings) is not None:
         return None
     from iez.db.engine import engine_for
-    from iez.inventory.tables import InvChangelog
 
     engine = engine_for((settings or _settings()).db_url)
     with engine.connect() as conn:
-        if conn.execute(select(InvChangelog.position).limit(1)).first() is None:
+        if not sql.is_followed(conn):
             return None
     if cluster:
         _catch_up(engine, cluster)
@@ -249,22 +228,18 @@ def stored_on(roots: list[str], osts: set[int], settings=None, cluster: str | No
         if found is None:
             return None
         ids, everything = found
-        on = select(InvObject.fid).where(InvObject.ost.in_(sorted(osts))).distinct()
-        query = select(*_COLUMNS).where(InvFile.fid.in_(on)).order_by(InvFile.fid)
-        if not everything:
-            query = query.where(InvFile.root_id.in_(ids))
-        return list(_rows(conn, Paths.load(conn), query, problems)), problems
+        rows = sql.files_on(conn, osts, None if everything else ids)
+        return list(_rows(Paths.load(conn), rows, problems)), problems
 
 
 def _age(engine: Engine, roots: list[str]) -> float | None:
     """Seconds since the inventory of ``roots`` was last brought up to date (its scan or a changelog batch)."""
     from iez.db.models import utcnow
-    from iez.inventory.tables import InvChangelog
 
     with engine.connect() as conn:
-        seeded = seeded_roots(conn)
+        seeded = sql.seeded_roots(conn)
         times = [seeded[os.path.abspath(r)]["scanned"] for r in roots if os.path.abspath(r) in seeded]
-        times += [t for (t,) in conn.execute(select(InvChangelog.updated)) if t is not None]
+        times += sql.changelog_times(conn)
     return round((utcnow() - max(times)).total_seconds(), 1) if times else None
 
 
@@ -296,12 +271,10 @@ def _store_refused(roots: list[str], settings) -> str | None:
 def _catch_up(engine: Engine, cluster: str) -> int:
     """Apply the emulated MDT's pending records when a consumer follows it (a plan sees the tree as it is)."""
     from iez.commands.inventory import consumer_for
-    from iez.inventory.tables import InvChangelog
 
     consumer = consumer_for(engine, cluster=cluster)
     with engine.connect() as conn:
-        followed = conn.execute(select(InvChangelog.position).where(InvChangelog.mdt == consumer.mdt,
-                                                                   InvChangelog.user == consumer.user)).first()
-    if followed is None or not consumer.reader.path.exists():
+        followed = sql.is_followed(conn, consumer.mdt, consumer.user)
+    if not followed or not consumer.reader.path.exists():
         return 0
     return consumer.run_once().records

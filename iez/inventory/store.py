@@ -1,30 +1,30 @@
 """Writing the inventory: batched upserts and deletes in one transaction, and paths resolved from directories.
 
 Rows go in batches with the database's own upsert (SQLite: ``executemany`` of one prepared ``ON CONFLICT DO
-UPDATE``; MariaDB: multi-row ``ON DUPLICATE KEY UPDATE`` text built by :func:`_insert_text`, in key order):
-a record applied twice leaves the same row, which is what makes a replay after a crash harmless. Every
-transaction goes through :func:`write`, which re-runs it when Galera refuses it. A file's stripe objects are replaced whole
-whenever its row is written. Inventory writes do not take the allocation lock (``iez_lock``): nothing an
-allocation reads is written here, and one consumer per changelog is serialised on its position row instead
-(:func:`lock_position`), so ingesting a changelog never delays a job's layout.
+UPDATE``; MariaDB: multi-row ``ON DUPLICATE KEY UPDATE`` text, 2,000 rows a statement in key order, run here or
+by a :class:`Sender`'s thread); the statements themselves are :mod:`iez.db.inventory`'s. A record applied twice
+leaves the same row, which is what makes a replay after a crash harmless. Every transaction goes through
+:func:`write`, which re-runs it when Galera refuses it. A file's stripe objects are replaced whole whenever its
+row is written. Inventory writes do not take the allocation lock (``iez_lock``): nothing an allocation reads is
+written here, and one consumer per changelog is serialised on its position row instead (:func:`lock_position`),
+so ingesting a changelog never delays a job's layout.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import queue
-import re
 import threading
 import time
 from contextlib import contextmanager
 from operator import itemgetter
-from typing import Callable, Iterable, Iterator, TypeVar
+from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
-from sqlalchemy import Connection, Engine, delete, func, select, update
+from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 
 from iez.config import describe
+from iez.db import inventory as sql
 from iez.db.engine import (
     RETRY_CODES,
     WRITE_ATTEMPTS,
@@ -34,16 +34,21 @@ from iez.db.engine import (
     retry_delay,
     write_retries,
 )
-from iez.db.models import path_hash, utcnow
-from iez.inventory.tables import InvChangelog, InvDir, InvFile, InvObject, InvRoot
+from iez.db.inventory import (  # noqa: F401 (the inventory's own names for them)
+    DIR_COLUMNS,
+    FILE_COLUMNS,
+    ensure_root,
+    finish_root,
+    lock_position,
+    mark_stale,
+    save_position,
+    seeded_roots,
+    summary,
+)
 
 Send = Callable[[str], None]
-
-#: Rows per statement: SQLite allows 32766 bound parameters, and a file row has 16.
-CHUNK = 1500
-FILE_COLUMNS = ("fid", "parent", "name", "root_id", "size", "layout", "uid", "gid", "mode", "nlink", "ino",
-                "mtime_ns", "ctime_ns", "atime_ns", "stale", "gen")
-DIR_COLUMNS = ("fid", "parent", "name", "root_id", "gen")
+#: Rows a MariaDB statement of text holds, and rows a SQLite ``executemany`` binds.
+TEXT_ROWS, SQLITE_ROWS = 2000, 5000
 
 
 @contextmanager
@@ -78,7 +83,7 @@ def write(engine: Engine, body: Callable[[Connection], T], attempts: int = WRITE
         try:
             with transaction(engine) as conn:
                 return body(conn)
-        except Exception as err:  # SQLAlchemy's DBAPIError, or the driver's own (the raw cursor of _insert_text)
+        except Exception as err:  # SQLAlchemy's DBAPIError, or the driver's own (the raw cursor: statement text, a Sender)
             raw = err.orig if isinstance(err, DBAPIError) else err
             code = error_code(raw) if type(raw).__module__.startswith("MySQLdb") else None
             if code not in RETRY_CODES:
@@ -95,90 +100,42 @@ def write(engine: Engine, body: Callable[[Connection], T], attempts: int = WRITE
     raise AssertionError("unreachable")
 
 
-def _chunks(rows: list, size: int = CHUNK) -> Iterator[list]:
+def _chunks(rows: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
     for n in range(0, len(rows), size):
         yield rows[n:n + size]
 
 
-def _upsert(conn: Connection, table, rows: list[dict], columns: tuple[str, ...], keys: tuple[str, ...]) -> None:
-    """One multi-row upsert per chunk, through the driver (no per-row statement compilation)."""
+def _keyed(rows: Iterable[tuple]) -> list[tuple]:
+    """Rows in key order (keys lead every row): InnoDB fills its clustered index page by page."""
+    return sorted(rows, key=itemgetter(0, 1))
+
+
+def _run(db: Any, statements: Iterable[str], send: Send | None) -> None:
+    if send is None:
+        sql.run_text(db, statements)
+        return
+    for statement in statements:  # a Sender's thread runs them, in order, while the caller goes on
+        send(statement)
+
+
+def _put(conn: Connection, table: str, rows: list[tuple], send: Send | None = None) -> None:
+    """Upsert rows of ``inv_files`` or ``inv_dirs`` (tuples in :data:`iez.db.inventory.COLUMNS` order)."""
     if not rows:
         return
-    changing = [c for c in columns if c not in keys]
-    values = list(map(itemgetter(*columns), rows)) if len(columns) > 1 else [(r[columns[0]],) for r in rows]
     if is_sqlite(conn):
-        names = ", ".join(f'"{c}"' for c in columns)
-        sql = (f"INSERT INTO {table.name} ({names}) VALUES ({', '.join('?' * len(columns))}) "
-               f"ON CONFLICT ({', '.join(keys)}) DO UPDATE SET " + ", ".join(f'"{c}" = excluded."{c}"' for c in changing))
-        for part in _chunks(values, 5000):
-            conn.exec_driver_sql(sql, part)
+        for part in _chunks(rows, SQLITE_ROWS):
+            sql.upsert_rows(conn, table, part)
         return
-    names = ", ".join(f"`{c}`" for c in columns)
-    _insert_text(conn, f"INSERT INTO {table.name} ({names}) VALUES ",
-                 " ON DUPLICATE KEY UPDATE " + ", ".join(f"`{c}` = VALUES(`{c}`)" for c in changing), values)
+    db = sql.driver(conn)
+    _run(db, (sql.upsert_text(db, table, part) for part in _chunks(_keyed(rows), TEXT_ROWS)), send)
 
 
-def _insert_text(conn: Connection, head: str, tail: str, values: list[tuple], send: Send | None = None) -> None:
-    """MariaDB: multi-row INSERTs whose text we build ourselves, 2,000 rows a statement. mysqlclient's own
-    ``executemany`` builds the same text but quotes every value through Python converters (``literal``:
-    measured 60 % of a 100,000-file ingest). Here the literals are made a column at a time
-    (:func:`_column_literals`): a column of ints is ``str()`` of each, a column of strings with no character
-    SQL quotes (FIDs, most names) is wrapped in quotes, and anything else goes through the driver's C
-    ``string_literal`` on the connection's character set, so the statement is the same as the driver's."""
-    if not values:
+def _delete(conn: Connection, table: str, fids: list[str], send: Send | None = None) -> None:
+    if send is None or not fids:
+        sql.delete_keys(conn, table, fids)
         return
-    db = conn.connection.dbapi_connection
-    values = sorted(values, key=itemgetter(0, 1))  # in key order (keys lead every row): InnoDB fills its clustered index page by page
-    if send is not None:  # a Sender's thread runs them, in order, while the caller goes on
-        for part in _chunks(values, 2000):
-            columns = [_column_literals(db, column) for column in zip(*part)]
-            send(head + ",".join(["(" + ",".join(row) + ")" for row in zip(*columns)]) + tail)
-        return
-    cursor = db.cursor()
-    try:
-        for part in _chunks(values, 2000):
-            columns = [_column_literals(db, column) for column in zip(*part)]
-            text = ",".join(["(" + ",".join(row) + ")" for row in zip(*columns)])
-            cursor.execute(head + text + tail)  # no arguments: the driver does not %-format the text
-    finally:
-        cursor.close()
-
-
-#: Characters a plain quoted literal may not hold as they are (MariaDB's escapes, and non-ASCII, which the
-#: driver encodes on the connection's character set).
-_NEEDS_ESCAPE = re.compile(r"[^\x20-\x26\x28-\x5b\x5d-\x7e]")
-
-
-def _column_literals(db, column: tuple) -> list[str]:
-    """SQL literals for one column's values (see :func:`_insert_text`)."""
-    kinds = set(map(type, column))
-    if kinds == {int}:
-        return list(map(str, column))
-    if kinds == {str} and _NEEDS_ESCAPE.search("".join(column)) is None:
-        return ["'" + v + "'" for v in column]
-    encoding, quote = db.encoding, db.string_literal
-
-    def lit(v) -> str:
-        if v is None:
-            return "NULL"
-        if isinstance(v, str):
-            return quote(v.encode(encoding)).decode(encoding)
-        if isinstance(v, int):
-            return str(int(v))  # int(): a bool or an int subclass prints as a number
-        return db.literal(v).decode(encoding)
-
-    return [lit(v) for v in column]
-
-
-def _delete_in(conn: Connection, table: str, column: str, keys: list, send: Send | None = None) -> None:
-    if send is not None and keys:
-        db = conn.connection.dbapi_connection
-        for part in _chunks(keys, 2000):
-            send(f"DELETE FROM {table} WHERE {column} IN ({','.join(_column_literals(db, tuple(part)))})")
-        return
-    mark = "?" if is_sqlite(conn) else "%s"
-    for part in _chunks(keys, 900):
-        conn.exec_driver_sql(f"DELETE FROM {table} WHERE {column} IN ({', '.join([mark] * len(part))})", tuple(part))
+    db = sql.driver(conn)
+    _run(db, (sql.delete_text(db, table, part) for part in _chunks(fids, TEXT_ROWS)), send)
 
 
 def put_files(conn: Connection, rows: list[dict], objects: dict[str, list[tuple[int, int]]],
@@ -194,18 +151,15 @@ def put_files(conn: Connection, rows: list[dict], objects: dict[str, list[tuple[
     fids = [r["fid"] for r in rows]
     if unchanged:
         fids = [f for f in fids if f not in unchanged]
-    _delete_in(conn, "inv_objects", "fid", fids if existing is None else [f for f in fids if f in existing], send)
+    _delete(conn, "inv_objects", fids if existing is None else [f for f in fids if f in existing], send)
     objs = [(fid, seq, ost, nbytes) for fid in fids for seq, (ost, nbytes) in enumerate(objects.get(fid, ()))]
-    if not is_sqlite(conn):
-        columns = FILE_COLUMNS
-        _insert_text(conn, f"INSERT INTO inv_files ({', '.join(f'`{c}`' for c in columns)}) VALUES ",
-                     " ON DUPLICATE KEY UPDATE " + ", ".join(f"`{c}` = VALUES(`{c}`)" for c in columns[1:]),
-                     list(map(itemgetter(*columns), rows)), send)
-        _insert_text(conn, "INSERT INTO inv_objects (fid, seq, ost, bytes) VALUES ", "", objs, send)
+    _put(conn, "inv_files", list(map(itemgetter(*FILE_COLUMNS), rows)), send)
+    if is_sqlite(conn):
+        for part in _chunks(objs, SQLITE_ROWS):
+            sql.insert_objects(conn, part)
         return
-    _upsert(conn, InvFile.__table__, rows, FILE_COLUMNS, ("fid",))
-    for part in _chunks(objs, 5000):
-        conn.exec_driver_sql("INSERT INTO inv_objects (fid, seq, ost, bytes) VALUES (?, ?, ?, ?)", part)
+    db = sql.driver(conn)
+    _run(db, (sql.objects_text(db, part) for part in _chunks(_keyed(objs), TEXT_ROWS)), send)
 
 
 class Sender:
@@ -248,22 +202,16 @@ class Sender:
 
 def delete_files(conn: Connection, fids: Iterable[str], send: Send | None = None) -> None:
     fids = list(fids)
-    _delete_in(conn, "inv_objects", "fid", fids, send)
-    _delete_in(conn, "inv_files", "fid", fids, send)
+    _delete(conn, "inv_objects", fids, send)
+    _delete(conn, "inv_files", fids, send)
 
 
 def put_dirs(conn: Connection, rows: list[dict]) -> None:
-    _upsert(conn, InvDir.__table__, rows, DIR_COLUMNS, ("fid",))
+    _put(conn, "inv_dirs", list(map(itemgetter(*DIR_COLUMNS), rows)))
 
 
 def delete_dirs(conn: Connection, fids: Iterable[str]) -> None:
-    for part in _chunks(list(fids)):
-        conn.execute(delete(InvDir.__table__).where(InvDir.fid.in_(part)))
-
-
-def mark_stale(conn: Connection, fids: Iterable[str], stale: int = 1) -> None:
-    for part in _chunks(list(fids)):
-        conn.execute(update(InvFile.__table__).where(InvFile.fid.in_(part)).values(stale=stale))
+    _delete(conn, "inv_dirs", list(fids))
 
 
 class Paths:
@@ -276,7 +224,7 @@ class Paths:
     @classmethod
     def load(cls, conn: Connection) -> "Paths":
         out = cls()
-        for fid, parent, name, root_id in conn.execute(select(InvDir.fid, InvDir.parent, InvDir.name, InvDir.root_id)):
+        for fid, parent, name, root_id in sql.dir_rows(conn):
             out.dirs[fid] = (parent, name, root_id)
         return out
 
@@ -320,78 +268,3 @@ class Paths:
             if parent is not None:
                 out.setdefault(parent, []).append(fid)
         return out
-
-
-# -- roots and changelog positions ------------------------------------------------------------------------------
-
-
-def ensure_root(conn: Connection, path: str, fid: str) -> tuple[int, int]:
-    """The root's id and its next scan generation (the root row is created the first time)."""
-    key = path_hash(path)
-    row = conn.execute(select(InvRoot.id, InvRoot.generation).where(InvRoot.path_hash == key)).first()
-    if row is None:
-        conn.execute(InvRoot.__table__.insert().values(path_hash=key, path=path, fid=fid, generation=1))
-        root_id = conn.execute(select(InvRoot.id).where(InvRoot.path_hash == key)).scalar_one()
-        return root_id, 1
-    conn.execute(update(InvRoot.__table__).where(InvRoot.id == row.id).values(generation=row.generation + 1, fid=fid))
-    return row.id, row.generation + 1
-
-
-def finish_root(conn: Connection, root_id: int, gen: int, seconds: float) -> tuple[int, int]:
-    """After a scan of generation ``gen``: drop what it did not see, note when; ``(files, dirs)`` dropped."""
-    gone = [fid for (fid,) in conn.execute(select(InvFile.fid).where(InvFile.root_id == root_id, InvFile.gen < gen))]
-    delete_files(conn, gone)
-    dirs = conn.execute(delete(InvDir.__table__).where(InvDir.root_id == root_id, InvDir.gen < gen)).rowcount
-    conn.execute(update(InvRoot.__table__).where(InvRoot.id == root_id).values(scanned=utcnow(), scan_s=seconds))
-    return len(gone), dirs
-
-
-def seeded_roots(conn: Connection) -> dict[str, dict]:
-    """Every root a scan completed: path → ``{id, fid, scanned, scan_s}``."""
-    rows = conn.execute(select(InvRoot.id, InvRoot.path, InvRoot.fid, InvRoot.scanned, InvRoot.scan_s)
-                        .where(InvRoot.scanned.is_not(None)))
-    return {r.path: {"id": r.id, "fid": r.fid, "scanned": r.scanned, "scan_s": r.scan_s} for r in rows}
-
-
-def lock_position(conn: Connection, mdt: str, user: str, roots: list[str]) -> int:
-    """The consumer's committed position, its row locked for this transaction (created at 0 the first time)."""
-    table = InvChangelog.__table__
-    query = select(InvChangelog.position).where(InvChangelog.mdt == mdt, InvChangelog.user == user)
-    if not is_sqlite(conn):
-        query = query.with_for_update()
-    position = conn.execute(query).scalar()
-    if position is None:
-        conn.execute(table.insert().values(mdt=mdt, user=user, position=0, records=0, rescans=0,
-                                           roots=json.dumps(roots), updated=utcnow()))
-        position = conn.execute(query).scalar()
-    return position
-
-
-def save_position(conn: Connection, mdt: str, user: str, position: int, records: int, rescans: int = 0,
-                  note: str | None = None) -> None:
-    values = {"position": position, "updated": utcnow(), "records": InvChangelog.records + records,
-              "rescans": InvChangelog.rescans + rescans}
-    if note is not None:
-        values["note"] = note
-    conn.execute(update(InvChangelog.__table__).where(InvChangelog.mdt == mdt, InvChangelog.user == user)
-                 .values(**values))
-
-
-def summary(conn: Connection) -> dict:
-    """What ``iez inventory show`` prints: counts, bytes per OST, roots, changelog positions and their age."""
-    now = utcnow()
-    files = conn.execute(select(func.count(), func.coalesce(func.sum(InvFile.size), 0))).one()
-    stale = conn.execute(select(func.count()).where(InvFile.stale == 1)).scalar()
-    dirs = conn.execute(select(func.count()).select_from(InvDir)).scalar()
-    per_ost = [{"ost": ost, "objects": n, "bytes": int(b)} for ost, n, b in conn.execute(
-        select(InvObject.ost, func.count(), func.sum(InvObject.bytes)).group_by(InvObject.ost).order_by(InvObject.ost))]
-    roots = [{"path": r.path, "scanned": r.scanned.isoformat() if r.scanned else None,
-              "scan_s": r.scan_s, "age_s": round((now - r.scanned).total_seconds(), 1) if r.scanned else None}
-             for r in conn.execute(select(InvRoot.__table__).order_by(InvRoot.path))]
-    logs = [{"mdt": c.mdt, "user": c.user, "position": c.position, "records": c.records, "rescans": c.rescans,
-             "roots": json.loads(c.roots or "[]"), "note": c.note,
-             "updated": c.updated.isoformat() if c.updated else None,
-             "age_s": round((now - c.updated).total_seconds(), 1) if c.updated else None}
-            for c in conn.execute(select(InvChangelog.__table__).order_by(InvChangelog.mdt, InvChangelog.user))]
-    return {"files": files[0], "bytes": int(files[1]), "dirs": dirs, "stale_files": stale, "per_ost": per_ost,
-            "roots": roots, "changelogs": logs}
