@@ -38,6 +38,8 @@ the copy whose busiest OST and OSS is least loaded in the live view.
 
 from __future__ import annotations
 
+from functools import lru_cache
+from itertools import product
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -52,6 +54,7 @@ from iez.model import (
     io_time,
     oss_loads,
     oss_usable_bandwidth,
+    raid0_bytes,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -215,12 +218,18 @@ def place_mirrored(policy: "Policy", cluster: ClusterState, requests: tuple[Writ
             # domains dealt by the bandwidth their OSTs report whatever their OSS and pool, and in rounds (each
             # copy on the domains no earlier copy of its file uses); the best of the three is kept.
             oss_load_weight = getattr(policy, "oss_load_weight", 0.0)
-            for other in ("plain groups", "rounds"):
+            for other in ("plain groups", "rounds", "per file"):
                 best, best_failed = dict(placed), dict(failed)
                 placed.clear()
                 failed.clear()
                 policy.carried = dict(start)
-                if other == "rounds":
+                if other == "per file":
+                    if not _place_per_file(policy, cluster, requests, outcomes, dom, placed, failed, place,
+                                           start):
+                        placed.update(best)
+                        failed.update(best_failed)
+                        continue
+                elif other == "rounds":
                     _place_in_rounds(cluster, requests, outcomes, placed, failed, place, fail, dom)
                 else:
                     _place_in_groups(policy, cluster, requests, outcomes, dom, placed, failed, place, fail,
@@ -460,6 +469,131 @@ def _retry_on_own_domains(policy: "Policy", cluster: ClusterState, requests, dom
                 failed[i] = reason
         if best is not None:
             attempt(best[1])
+
+
+#: Splits of a pool's domains into one disjoint set per copy enumerated per file by :func:`_place_per_file`
+#: ((copies + 1) ** domains assignments); a batch with a pool past it is not placed that way.
+MAX_PER_FILE_SPLITS = 6561
+
+
+@lru_cache(maxsize=64)
+def _splits(n_domains: int, m: int) -> np.ndarray:
+    """Every split of ``n_domains`` domains into ``m`` disjoint non-empty sets (a domain may be in none), each set
+    as the bit mask of its domains less one (the row of :func:`_subsets`), copies unordered: shape (splits, m)."""
+    out = set()
+    for assign in product(range(m + 1), repeat=n_domains):
+        masks = [0] * m
+        for d, a in enumerate(assign):
+            if a < m:
+                masks[a] |= 1 << d
+        if all(masks):
+            out.add(tuple(sorted(masks)))
+    return np.array(sorted(out), dtype=np.int64).reshape(-1, m) - 1
+
+
+@lru_cache(maxsize=4096)
+def _objects_desc(write_bytes: int, stripe_size: int, count: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """A copy's RAID-0 objects, fullest first, and the stripe position of each (stable)."""
+    objects = raid0_bytes(write_bytes, stripe_size, count)
+    order = sorted(range(count), key=lambda k: -objects[k])
+    return tuple(objects[k] for k in order), tuple(order)
+
+
+def _place_per_file(policy: "Policy", cluster: ClusterState, requests, outcomes: list, dom: dict[int, str],
+                    placed: dict, failed: dict, place, carried: dict) -> bool:
+    """iez, the failure domains chosen file by file: the mirrored files, largest first, each on the split of its
+    pool's domains into one disjoint set per copy (a domain may be left out of every copy) whose slowest copy
+    would end soonest given what the earlier files placed, then the lesser sum; each copy's objects, fullest
+    first, to the OSTs of its set that finish them soonest (the speed each OSS lets through). A copy at stripe
+    count -1 takes every OST of its domains, as an unmirrored file at -1 takes every OST of its pool, so a
+    server too slow for the file is left out as a whole domain, never as single OSTs of a domain it uses.
+    Files without mirrors go last, by the policy's solver. False (nothing placed) when a mirrored file has
+    components or several pools, or a pool has too many domains to enumerate its splits."""
+    todo = [i for i, r in enumerate(requests) if r.mirror_count > 1 and outcomes[i] is None]
+    pools: dict[str | None, list[OST]] = {}
+    for i in todo:
+        r = requests[i]
+        if r.components:
+            return False
+        if r.pool not in pools:
+            pools[r.pool] = [o for o in _candidates(cluster, r.pool) if o.state != "degraded"]
+            n = len({dom[o.index] for o in pools[r.pool]})
+            if n > MAX_SPLIT_DOMAINS or (r.mirror_count + 1) ** n > MAX_PER_FILE_SPLITS:
+                return False
+    cap = getattr(policy, "fill_cap", None) or cluster.fill_cap
+    speed_of = _ost_speed(cluster, getattr(policy, "oss_load_weight", 0.0))
+    at = {o.index: k for k, o in enumerate(cluster.osts)}
+    load = np.zeros(len(cluster.osts))
+    for ost, b in carried.items():
+        if ost in at:
+            load[at[ost]] += b
+    room = np.array([o.room_bytes(cap) for o in cluster.osts], dtype=float) - load
+    speed = np.array([max(speed_of[o.index], 1e-300) for o in cluster.osts])
+    views: dict[str | None, tuple[np.ndarray, np.ndarray, int]] = {}
+    for pool, osts in pools.items():
+        names = sorted({dom[o.index] for o in osts})
+        pos = np.array([at[o.index] for o in osts], dtype=np.int64)
+        bit = np.array([1 << names.index(dom[o.index]) for o in osts], dtype=np.int64)
+        member = (np.arange(1, 1 << len(names), dtype=np.int64)[:, None] & bit[None, :]) > 0  # subset x OST
+        views[pool] = (pos, member, len(names))
+    rules = policy.stripe_rules
+    for i in sorted(todo, key=lambda i: (-requests[i].write_bytes, i)):
+        r = requests[i]
+        m = r.mirror_count
+        pos, member, n_domains = views[r.pool]
+        if n_domains < m or m * max(r.stripe_count, 1) > len(pos):
+            failed[i] = (f"mirror_count={m}: the pool's {len(pos)} healthy OSTs in {n_domains} failure domains "
+                         "cannot hold a copy per domain set")
+            continue
+        widths = member.sum(axis=1)
+        every = r.stripe_count < 0
+        shapes = {}  # a copy's OST count -> (stripe size, objects fullest first, their stripe positions)
+        for c in (set(widths.tolist()) if every else {r.stripe_count}):
+            size = r.stripe_size or rules.size(r.write_bytes, c)
+            shapes[c] = (size, *_objects_desc(r.write_bytes, size, c))
+        widest = max(shapes)
+        objects = np.zeros((len(member), len(pos)))  # per subset, the objects its OSTs take in order
+        for c, (_, objs, _) in shapes.items():
+            rows = widths == c if every else widths >= c
+            objects[rows, :c] = objs
+        fullest = shapes[min(shapes)][1][0] if every else shapes[widest][1][0]
+        key = (load[pos] + fullest) / speed[pos]
+        if not every:  # an OST without room for the fullest object is no candidate
+            key = np.where(room[pos] >= fullest, key, np.inf)
+        order = np.argsort(key, kind="stable")
+        ranked = member[:, order] & np.isfinite(key[order])[None, :]
+        rank = np.cumsum(ranked, axis=1) - 1
+        got = np.where(ranked, np.take_along_axis(objects, np.clip(rank, 0, len(pos) - 1), axis=1), 0.0)
+        slot = pos[order]
+        finish = np.where(got > 0, (load[slot] + got) / speed[slot], 0.0)
+        short = (ranked.sum(axis=1) < (widths if every else r.stripe_count)) | \
+            (ranked & (got > room[slot])).any(axis=1)
+        score = np.where(short, np.inf, finish.max(axis=1))
+        total = np.where(short, np.inf, finish.sum(axis=1))
+        splits = _splits(n_domains, m)
+        worst = score[splits].max(axis=1)
+        pick = int(np.lexsort((total[splits].sum(axis=1), worst))[0])
+        if not np.isfinite(worst[pick]):
+            failed[i] = (f"mirror_count={m}: no split of the pool's failure domains gives every copy room for its "
+                         "stripe objects")
+            continue
+        for k, subset in enumerate(splits[pick].tolist()):
+            count = int(widths[subset]) if every else r.stripe_count
+            size, objs, stripe_at = shapes[count]
+            chosen = slot[ranked[subset]][:count]
+            layout = [0] * count
+            for j, where in enumerate(chosen.tolist()):
+                layout[stripe_at[j]] = cluster.osts[where].index
+                load[where] += objs[j]
+                room[where] -= objs[j]
+            placed[(i, k)] = Allocation(r.file, size, tuple(layout), policy.name, r.pool)
+    policy.carry(_bytes_per_ost([_single(requests[i]) for i, _ in placed], list(placed.values())))
+    plain = [(i, 0) for i, r in enumerate(requests) if r.mirror_count == 1 and outcomes[i] is None]
+    if plain:
+        still, reason = place(cluster, plain)
+        for i, _ in still:
+            failed[i] = reason
+    return True
 
 
 def _worse(cluster: ClusterState, requests, placed: dict, failed: dict, other: dict, other_failed: dict,

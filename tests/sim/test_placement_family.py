@@ -85,3 +85,22 @@ def test_seed_143_refuses_only_files_whose_copies_cannot_have_domains_of_their_o
     for refused in iez.refused:
         r = files[refused["file"]]
         assert r.mirror_count * r.stripe_count > osts, refused
+
+
+def test_seed_101_small_mirrored_files_at_minus_1_keep_off_the_slow_servers():
+    """Seed 101: 59 small files at stripe count -1 with 2 copies. Each copy took every OST of its group of failure
+    domains, 20 MiB/s OSTs and a server letting 12.5 MiB/s an OST through included (iez 0.087 s, greedy 0.037 s,
+    bound 0.016 s). Domains chosen per file: each copy on servers the file finishes soonest on, every copy in
+    domains of its own, within 5 % of the bound."""
+    from iez.allocate import make_policy
+    from iez.allocate.mirrors import mirror_domains_shared
+
+    inst = instance(101)
+    prepared = prepare(inst.scenario)
+    iez, greedy = (run(inst.scenario, p, prepared=prepared) for p in ("iez", "greedy"))
+    assert not iez.refused and not iez.enospc_files
+    assert iez.makespan_s <= 1.05 * iez.makespan_bound_s
+    assert iez.makespan_s <= 1.01 * greedy.makespan_s
+    for job in prepared.jobs:
+        placement = make_policy("iez").place(prepared.cluster, job.requests)
+        assert not any(mirror_domains_shared(prepared.cluster, a) for a in placement.allocations)
