@@ -166,7 +166,7 @@ def run(cfg: AgentConfig, *, once: bool = False, json_out: bool = False, count: 
     if cfg.mds:
         collector.read_osts()  # a bad source fails now, before any connection attempt
     stop = threading.Event()
-    previous: dict[int, object] = {}
+    previous: dict[signal.Signals, signal._HANDLER] = {}  # typeshed's name for what signal.signal returns
     if threading.current_thread() is threading.main_thread():
         for signum in (signal.SIGTERM, signal.SIGINT):
             previous[signum] = signal.signal(signum, lambda *_: stop.set())
@@ -227,7 +227,7 @@ def run(cfg: AgentConfig, *, once: bool = False, json_out: bool = False, count: 
         if publisher is not None:
             publisher.close(FINAL_LINGER_MS if finished else 0)
         for signum, handler in previous.items():
-            signal.signal(signum, handler)  # type: ignore[arg-type]
+            signal.signal(signum, handler)
     return 0
 
 
@@ -237,6 +237,8 @@ def _check_key_name(cfg: AgentConfig) -> None:
     every message is dropped (as wrong_key) - on a one-way PUB socket the agent would never hear of it."""
     from pathlib import Path
 
+    if not cfg.curve_secret_key:  # called with CURVE on (cfg.curve), so never
+        return
     name = Path(cfg.curve_secret_key).name
     if not name.endswith(".key_secret"):
         return

@@ -139,9 +139,16 @@ def read_config_file(path: str | Path) -> dict[str, str]:
     return values
 
 
+def _scalar(value: object) -> str | int | float:
+    """``value`` (a file's text, a flag's parsed value) when float() or int() may take it; else TypeError."""
+    if not isinstance(value, (str, int, float)):
+        raise TypeError(f"not a number: {value!r}")
+    return value
+
+
 def _interval(value: object, where: str) -> float:
     try:
-        seconds = float(value)  # type: ignore[arg-type]
+        seconds = float(_scalar(value))
     except (TypeError, ValueError):
         raise AgentError(f"{where}: interval must be a number of seconds, got {value!r}") from None
     if not MIN_INTERVAL_S <= seconds <= MAX_INTERVAL_S:
@@ -187,8 +194,8 @@ def resolve(cli: dict[str, object], config_path: str | None = None) -> AgentConf
     merged: dict[str, object] = {}
     where: dict[str, str] = {}
     if config_path:
-        for key, value in read_config_file(config_path).items():
-            merged[key] = value
+        for key, text in read_config_file(config_path).items():
+            merged[key] = text
             where[key] = f"config file {config_path}"
     for key, value in cli.items():
         if value is not None:
@@ -214,7 +221,7 @@ def resolve(cli: dict[str, object], config_path: str | None = None) -> AgentConf
             cfg.mds = ",".join(endpoints) or None
         elif key == "sndhwm":
             try:
-                cfg.sndhwm = int(value)  # type: ignore[arg-type]
+                cfg.sndhwm = int(_scalar(value))
             except (TypeError, ValueError):
                 raise AgentError(f"{at}: sndhwm must be an integer, got {value!r}") from None
             if not 1 <= cfg.sndhwm <= 100000:
