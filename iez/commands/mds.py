@@ -206,7 +206,8 @@ def _run(args: argparse.Namespace) -> int:
     from iez.mds.lease import MdsLease, log_active, start_as_active
 
     lease_interval = args.lease_interval or args.interval / 2
-    lease, stopping, services = MdsLease(engine, lease_interval, endpoint=args.bind), threading.Event(), []
+    lease, stopping = MdsLease(engine, lease_interval, endpoint=args.bind), threading.Event()
+    services: list[MdsService] = []
 
     def _stop(*_) -> None:  # SIGTERM/SIGINT while starting (the service's run() sets its own)
         stopping.set()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Sequence
+from typing import Protocol, Sequence
 
 from sqlalchemy import Connection, delete, func, select
 from sqlalchemy.orm import Session
@@ -37,6 +37,32 @@ class OstReport:
     readonly: bool | None = None
 
 
+class OstFields(Protocol):
+    """An OST of a report as :func:`record` and the MDS read it: an :class:`OstReport`, or the OST of an agent
+    message as decoded (``iez.mds.messages.Ost``, whose ``state`` the MDS's check has set)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def index(self) -> int: ...
+    @property
+    def kbytes_total(self) -> int: ...
+    @property
+    def kbytes_avail(self) -> int: ...
+    @property
+    def read_bytes(self) -> int | None: ...
+    @property
+    def write_bytes(self) -> int | None: ...
+    @property
+    def state(self) -> str | None: ...
+    @property
+    def degraded(self) -> bool | None: ...
+    @property
+    def no_precreate(self) -> bool | None: ...
+    @property
+    def readonly(self) -> bool | None: ...
+
+
 @dataclass(frozen=True)
 class OssReport:
     """One agent message (``iez-agent --json`` prints the same shape)."""
@@ -46,7 +72,7 @@ class OssReport:
     time: datetime  # naive UTC
     cpu_pct: float
     mem_pct: float
-    osts: Sequence[OstReport] = ()
+    osts: Sequence[OstFields] = ()
     interval_s: float | None = None
     #: ``job_stats`` of the message: OST index -> ``[(job_id, read_bytes, write_bytes)]`` (cumulative sums,
     #: the OSS's top jobs); None when the message had none. Kept in the MDS's memory only (iez.mds.jobs).
@@ -222,8 +248,7 @@ def _pct(value: float) -> float:
 def ost_rows(conn: Connection, now: datetime) -> list[dict]:
     reserved = reserved_bytes(conn, now)
     out = []
-    for ost in conn.execute(select(OstRow).order_by(OstRow.ost_index)).all():
-        ost = ost._mapping
+    for ost in conn.execute(select(OstRow).order_by(OstRow.ost_index)).mappings().all():
         out.append(
             {
                 "index": ost["ost_index"],
@@ -277,7 +302,8 @@ def stale_oss_count(conn: Connection, now: datetime, stale_s: "float | StaleRule
     if isinstance(stale_s, StaleRule):
         rows = conn.execute(select(OssRow.received, OssRow.interval_s)).all()
         return sum(_is_stale(now, received, interval, stale_s) for received, interval in rows)
-    return int(conn.scalar(select(func.count()).select_from(OssRow).where(OssRow.received < stale_cutoff(now, stale_s))))
+    stale = select(func.count()).select_from(OssRow).where(OssRow.received < stale_cutoff(now, stale_s))
+    return int(conn.execute(stale).scalar_one())
 
 
 def _epoch_s(dt: datetime) -> float:

@@ -94,7 +94,7 @@ class JobTracker:
     def top_per_oss(self, top: int = TOP_PER_OSS) -> dict[str, list[dict]]:
         summed: dict[str, dict[str, list[float]]] = {}
         for index in self.samples:
-            oss = self.oss_of.get(index)
+            oss = self.oss_of[index]  # apply() and forget_ost() keep both maps' keys the same
             for job in self.rates(index):
                 entry = summed.setdefault(oss, {}).setdefault(job["job_id"], [0.0, 0.0, 0, 0])
                 entry[0] += job["read_bytes_s"]

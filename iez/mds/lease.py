@@ -80,7 +80,8 @@ STALE_INTERVALS = 3
 #: MariaDB's deadlock and lock wait time-out: a concurrent claim got in first, look again.
 _RACE_CODES = (1213, 1205)
 
-_table = MdsLeaseRow.__table__
+#: The lease's Table (``MdsLeaseRow.__table__``, which SQLAlchemy types as any FromClause).
+_table = MdsLeaseRow.metadata.tables[MdsLeaseRow.__tablename__]
 
 
 class LeaseLost(StorageUnavailable, RuntimeError):

@@ -195,8 +195,8 @@ def parse_mds_params(params: list[Param], fsname: str | None = None) -> LustrePa
         if seen != mdts:  # an MDT without an osp device for this OST cannot create objects on it
             states.setdefault(index, []).append("inactive")
     ost_pools: dict[int, list[str]] = {}
-    for name, found in sorted(pools.items()):
-        for index in found:
+    for name, indices in sorted(pools.items()):
+        for index in indices:
             ost_pools.setdefault(index, []).append(name)
     osts = {index: OstPolicy(most_restrictive(states.get(index, ())), tuple(ost_pools.get(index, ())),
                              reserved.get(index))
@@ -231,7 +231,7 @@ class LustreParamsReader:
     """``--lustre-params``: ``lctl``, a parameter tree (``DIR[:DIR...]``), saved text (``FILE``) or ``none``;
     given several times (a list), the MDS nodes of a DNE file system, read together (:class:`Sources`)."""
 
-    def __init__(self, source: Source | None, fsname: str | None = None):
+    def __init__(self, source: Source | Sources | None, fsname: str | None = None):
         self.source = source
         self.fsname = fsname
 
@@ -246,27 +246,10 @@ class LustreParamsReader:
             else:
                 if NONE in value:
                     raise ValueError("--lustre-params none cannot be given with other sources")
-                readers = [cls.from_option(v, fsname, lctl) for v in value]
-                return cls(Sources([r.source for r in readers]), fsname)
-        if value is None:
-            found = shutil.which(lctl)
-            return cls(LctlSource(found, patterns=MDS_PATTERNS) if found else None, fsname)
-        if value == NONE:
-            return cls(None, fsname)
-        if value == LCTL:
-            found = shutil.which(lctl)
-            if not found:
-                raise ValueError(f"--lustre-params lctl: {lctl} is not on PATH")
-            return cls(LctlSource(found, patterns=MDS_PATTERNS), fsname)
-        roots = split_roots(value)
-        if all(Path(root).is_dir() for root in roots):
-            return cls(TreeSource(roots, patterns=MDS_PATTERNS, keep=None), fsname)
-        if len(roots) == 1 and Path(value).is_file():
-            return cls(FileSource(value), fsname)
-        missing = next(root for root in roots if not Path(root).is_dir())
-        why = "does not exist" if not os.path.exists(missing) else "is neither a directory nor a file"
-        raise ValueError(f"--lustre-params {value}: {missing} {why} (give lctl, none, a parameter tree "
-                         "DIR[:DIR...] or saved 'lctl get_param' text)")
+                sources = [_source(v, lctl) for v in value]
+                # each a source: only "none" (refused above) and no value at all give none
+                return cls(Sources([source for source in sources if source is not None]), fsname)
+        return cls(_source(value, lctl), fsname)
 
     @property
     def kind(self) -> str:
@@ -280,3 +263,26 @@ class LustreParamsReader:
         if self.source is None:
             return None
         return parse_mds_params(self.source.read(), self.fsname)
+
+
+def _source(value: str | None, lctl: str) -> Source | None:
+    """The source one ``--lustre-params VALUE`` names (see :meth:`LustreParamsReader.from_option`); None: none."""
+    if value is None:
+        found = shutil.which(lctl)
+        return LctlSource(found, patterns=MDS_PATTERNS) if found else None
+    if value == NONE:
+        return None
+    if value == LCTL:
+        found = shutil.which(lctl)
+        if not found:
+            raise ValueError(f"--lustre-params lctl: {lctl} is not on PATH")
+        return LctlSource(found, patterns=MDS_PATTERNS)
+    roots = split_roots(value)
+    if all(Path(root).is_dir() for root in roots):
+        return TreeSource(roots, patterns=MDS_PATTERNS, keep=None)
+    if len(roots) == 1 and Path(value).is_file():
+        return FileSource(value)
+    missing = next(root for root in roots if not Path(root).is_dir())
+    why = "does not exist" if not os.path.exists(missing) else "is neither a directory nor a file"
+    raise ValueError(f"--lustre-params {value}: {missing} {why} (give lctl, none, a parameter tree "
+                     "DIR[:DIR...] or saved 'lctl get_param' text)")

@@ -35,6 +35,7 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING, Callable
 
 import zmq
 from sqlalchemy import Engine
@@ -54,6 +55,12 @@ from iez.mds.jobs import JobTracker, own_job_ids
 from iez.mds.view import ClusterView, epoch
 from iez.placement import PlacementSettings, place_app
 from iez.errors import ConfigError
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
+    from iez.mds.keys import OssAuthenticator, OssKeys
+    from iez.mds.metrics import MdsMetrics
 
 log = logging.getLogger("iez.mds")
 
@@ -150,15 +157,15 @@ class MdsService:
         self.endpoint: str | None = None
         self.started = time.time()
         self._last_allocation: float | None = None
-        self._auth = None
-        self.metrics = None  # iez.mds.metrics.MdsMetrics when --metrics-bind serves them
-        self.keys = None  # iez.mds.keys.OssKeys with CURVE
+        self._auth: OssAuthenticator | None = None
+        self.metrics: MdsMetrics | None = None  # when --metrics-bind serves them
+        self.keys: OssKeys | None = None  # with CURVE
         self.fsname: str | None = config.fsname or self.view.fsname()
         self._limited: dict[tuple, float] = {}  # (cause, oss, detail) -> when last logged
         # the active-MDS lease (iez.mds.lease): ``fence`` runs in each allocation's transaction and raises
         # LeaseLost when this MDS's generation is no longer the current one; ``fenced`` is then told (and stops it)
-        self.fence = None
-        self.fenced = None
+        self.fence: Callable[[Session], None] | None = None
+        self.fenced: Callable[[LeaseLost], None] | None = None
         # a standby (issue 25) ingests into its view only; promote() makes it the active service
         self.active = True
         self.active_since: float | None = time.time()
@@ -226,7 +233,7 @@ class MdsService:
         sock.setsockopt(zmq.RCVHWM, 100_000)
         sock.setsockopt(zmq.MAXMSGSIZE, MAX_WIRE_BYTES)
         sock.setsockopt(zmq.SUBSCRIBE, b"")
-        if pair is not None:
+        if pair is not None and self.keys is not None:  # check_ingest sets both with CURVE, neither without
             from iez.mds.keys import OssAuthenticator
 
             public, secret = pair
@@ -334,8 +341,9 @@ class MdsService:
             except zmq.Again:
                 return
             # with CURVE, ZAP set the User-Id to the oss_id the sending key is bound to (iez.mds.keys)
+            # (Frame.get gives a metadata property, such as User-Id, as str; an int only for a socket option)
             sender = frames[0].get("User-Id") if self.keys is not None else None
-            self.receive([f.bytes for f in frames], sender=sender if self.keys is not None else None)
+            self.receive([f.bytes for f in frames], sender=sender if isinstance(sender, str) else None)
 
     def receive(self, frames: list[bytes], sender: str | None = None) -> bool:
         """Validate one message and queue it for storing; False when it was dropped.
@@ -380,8 +388,8 @@ class MdsService:
         if not self._batch and not self._batch_policies:
             self._batch_since = time.monotonic()
         self._batch_policies.update(self.view.policies(o.index for o in report.osts))
-        last = self._series_at.get(report.oss_id)
-        in_series = last is None or now - last >= self.config.series_interval_s
+        last_series = self._series_at.get(report.oss_id)
+        in_series = last_series is None or now - last_series >= self.config.series_interval_s
         if in_series:
             self._series_at[report.oss_id] = now
         self._batch.append((report, received, in_series))
