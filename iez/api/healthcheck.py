@@ -27,12 +27,11 @@ from pathlib import Path
 from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
-from iez.config import DEFAULT_MIN_FREE, Settings, describe
+from iez.config import DEFAULT_MIN_FREE, Settings, describe, variable
 from iez.db import health
 from iez.db.engine import DatabaseUnavailable, make_probe, unavailable
 
 TIMEOUT_S = 3.0
-ENV_MIN_FREE = "IEZ_API_MIN_FREE"
 
 
 def min_free_from_env(env: dict[str, str] | None = None) -> int:
@@ -92,8 +91,8 @@ class HealthCheck:
                 checks["writable"] = {"ok": False, "detail": _reason(err)}
             else:
                 checks["reachable"] = {"ok": False, "detail": str(unavailable(self.probe, err))}
-        if self.sqlite:
-            checks["disk"] = self._disk()
+        if self.sqlite and self.url.database:  # a file's (iez.config refuses an in-memory DB)
+            checks["disk"] = self._disk(self.url.database)
         return checks
 
     def _write(self, conn) -> dict:
@@ -109,17 +108,17 @@ class HealthCheck:
             return {"ok": False, "detail": f"interaction DB {describe(self.url)} refuses writes: {_reason(err)}"}
         return {"ok": True}
 
-    def _disk(self) -> dict:
-        folder = Path(self.url.database).parent
+    def _disk(self, database: str) -> dict:
+        folder = Path(database).parent
         try:
             info = os.statvfs(folder)
         except OSError as err:
             return {"ok": False, "detail": f"cannot check the free space of {folder}: {err.strerror}"}
         free = info.f_bavail * info.f_frsize
-        part = {"ok": free >= self.min_free, "free_bytes": free}
+        part: dict[str, object] = {"ok": free >= self.min_free, "free_bytes": free}
         if not part["ok"]:
             part["detail"] = (f"{folder} has {free} bytes free, less than {self.min_free} "
-                              f"({ENV_MIN_FREE}): the interaction DB cannot grow")
+                              f"({variable('api_min_free')}): the interaction DB cannot grow")
         return part
 
     def dispose(self) -> None:

@@ -125,7 +125,7 @@ def upgrade_command(url: URL) -> str:
 
 def missing(url: URL) -> DatabaseMissing:
     """:class:`DatabaseMissing` for ``url``, saying what is missing and the command that creates it."""
-    if url.get_backend_name() == "sqlite":
+    if url.get_backend_name() == "sqlite" and url.database is not None:  # a file's URL (none: in memory)
         path = Path(url.database)
         what = "no such file" if path.parent.is_dir() else f"no directory {path.parent}"
         return DatabaseMissing(f"no interaction DB at {path} ({what}): run `{upgrade_command(url)}` to create it")
@@ -296,15 +296,20 @@ def write_session(engine: Engine) -> Iterator[Session]:
             raise unavailable(engine, err) from err
         except BaseException as err:
             session.rollback()
-            if _driver_conflict(err):  # raised by the driver itself (a raw cursor's executemany)
+            code = _driver_conflict(err)
+            if code is not None:  # raised by the driver itself (a raw cursor's executemany)
                 raise WriteConflict(f"interaction DB {describe(engine.url)} refused the write: "
-                                    f"{str(err).splitlines()[0]}", error_code(err)) from err
+                                    f"{str(err).splitlines()[0]}", code) from err
             raise
 
 
-def _driver_conflict(err: BaseException) -> bool:
-    """A MariaDB driver's own error (not wrapped by SQLAlchemy) with one of :data:`RETRY_CODES`."""
-    return type(err).__module__.startswith("MySQLdb") and error_code(err) in RETRY_CODES
+def _driver_conflict(err: BaseException) -> int | None:
+    """The code of a MariaDB driver's own error (not wrapped by SQLAlchemy) when one of :data:`RETRY_CODES`,
+    else None."""
+    code = error_code(err)
+    if type(err).__module__.startswith("MySQLdb") and isinstance(code, int) and code in RETRY_CODES:
+        return code
+    return None
 
 
 def write_transaction(engine: Engine, body: Callable[[Session], T], attempts: int = WRITE_ATTEMPTS) -> T:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 from sqlalchemy import Connection, delete, select, update
 from sqlalchemy.orm import Session
@@ -48,12 +48,13 @@ class RequestIn:
     mirror_count: int = 1  # copies of the file (FLR mirrors)
 
 
-def row_policy(row) -> tuple[str | None, tuple[Component, ...]]:
+def row_policy(row: WriteRequestRow | dict[str, Any]) -> tuple[str | None, tuple[Component, ...]]:
     """``(pool, components)`` of a stored request row (an ORM row or a mapping with ``pool``, ``components``,
     ``path``): what :class:`~iez.model.WriteRequest` takes. A stored template that no longer parses is an
     error naming the file."""
-    get = row.get if isinstance(row, dict) else (lambda key: getattr(row, key))
-    return request_policy(get("pool"), get("components"), get("path"))
+    if isinstance(row, dict):  # the path only names the file in messages (a missing one: "None")
+        return request_policy(row.get("pool"), row.get("components"), str(row.get("path")))
+    return request_policy(row.pool, row.components, row.path)
 
 
 def policy_json(pool: str | None, components_column: str | None) -> dict:
@@ -113,11 +114,13 @@ def upsert_requests(
     hashes = [path_hash(r.file) for r in requests]
     existing: dict[str, WriteRequestRow] = {}
     for part in chunks(sorted(set(hashes))):
-        for row in session.scalars(
+        for found in session.scalars(
             select(WriteRequestRow).where(WriteRequestRow.app_id == app.id, WriteRequestRow.path_hash.in_(part))
         ):
-            existing[row.path_hash] = row
-    now, changed, ids = utcnow(), [], []
+            existing[found.path_hash] = found
+    now = utcnow()
+    changed: list[WriteRequestRow] = []
+    ids: list[WriteRequestRow] = []
     for request, digest in zip(requests, hashes):
         row = existing.get(digest)
         values = dict(
@@ -144,7 +147,7 @@ def upsert_requests(
     session.flush()
     if changed:
         request_ids = [row.id for row in changed]
-        live = []
+        live: list[int] = []
         for part in chunks(request_ids):
             live += session.scalars(
                 select(AllocationRow.id).where(AllocationRow.request_id.in_(part), AllocationRow.state != STALE)
@@ -155,10 +158,9 @@ def upsert_requests(
 
 def app_summary(conn: Connection, name: str) -> dict:
     """An application with its requests (and their live allocations) and runs."""
-    app = conn.execute(select(Application).where(Application.name == name)).first()
+    app = conn.execute(select(Application).where(Application.name == name)).mappings().first()
     if app is None:
         raise NotFound(f"no application named {name!r}")
-    app = app._mapping
     live = (
         select(AllocationRow.request_id, AllocationRow.stripe_size, AllocationRow.stripe_count,
                AllocationRow.osts, AllocationRow.policy, AllocationRow.state,

@@ -21,7 +21,7 @@ from sqlalchemy.exc import OperationalError
 from iez.config import describe
 from iez.db.engine import DatabaseUnavailable, migration_transaction, unavailable
 from iez.db.engine import upgrade_command as url_upgrade_command
-from iez.errors import StorageUnavailable
+from iez.errors import ConfigError, StorageUnavailable
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 
@@ -104,6 +104,8 @@ def ensure_database(url: URL) -> None:
     :mod:`iez.db.engine`); :func:`upgrade` calls this first, and so do
     ``iez db upgrade`` and ``iez alloc add``, the only commands that create.
     """
+    if not url.database:  # iez.config.database_url refuses such a URL (an in-memory DB, a server without one)
+        raise ConfigError(f"interaction DB {describe(url)} names no database")
     if url.get_backend_name() == "sqlite":
         path = Path(url.database)
         if not path.exists():

@@ -39,7 +39,7 @@ def metrics(
         stale, known = read(
             engine,
             lambda conn: (stale_oss_count(conn, utcnow(), StaleRule.from_settings(settings)),
-                          conn.scalar(select(func.count()).select_from(OssRow))),
+                          conn.execute(select(func.count()).select_from(OssRow)).scalar_one()),
         )
         api_metrics.stale_oss.set(stale)
         api_metrics.known_oss.set(known)
