@@ -16,8 +16,12 @@ import argparse
 import json
 import signal
 import threading
+from typing import TYPE_CHECKING
 
 from iez.commands.db import add_db_option, db_errors, settings_from
+
+if TYPE_CHECKING:
+    from iez.emulate.cluster import ClusterLayout
 
 
 def register(subparsers) -> None:
@@ -56,7 +60,7 @@ def _engine(args):
     return open_db(settings_from(args))
 
 
-def _cluster_roots(root: str) -> tuple[list[str], object]:
+def _cluster_roots(root: str) -> tuple[list[str], ClusterLayout]:
     from iez.emulate.cluster import ClusterLayout
 
     layout = ClusterLayout.load(root)

@@ -126,10 +126,9 @@ def chosen_scenarios(args) -> list[Scenario]:
     cluster = described_cluster(args) if args.cluster else None
     if args.replay:
         jobs = load_requests(args.replay)
-        if cluster is None:
-            cluster = ClusterSpec(args.oss, args.osts_per_oss or 5, parse_size(args.ost_size),
-                                  parse_fill(args.fill, args.fill_seed or 0))
-        return [Scenario(f"replay:{args.replay}", f"requests replayed from {args.replay}", cluster, lambda: jobs)]
+        replayed_on = cluster if cluster is not None else ClusterSpec(
+            args.oss, args.osts_per_oss or 5, parse_size(args.ost_size), parse_fill(args.fill, args.fill_seed or 0))
+        return [Scenario(f"replay:{args.replay}", f"requests replayed from {args.replay}", replayed_on, lambda: jobs)]
     scenarios = resolve(args.scenario or "paper")
     if cluster is not None:  # the named scenarios' jobs on the described cluster
         scenarios = [replace(s, name=f"{s.name}@{cluster.label}", cluster=cluster) for s in scenarios]

@@ -57,7 +57,7 @@ class PassResult:
 
 def find_logs(root: Path) -> list[Path]:
     """The complete logs below ``root`` (``*.darshan``; ``*.darshan_partial`` are still being written)."""
-    out = []
+    out: list[Path] = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames.sort()
         out.extend(Path(dirpath) / f for f in sorted(filenames) if f.endswith(".darshan"))

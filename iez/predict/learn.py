@@ -208,15 +208,16 @@ def store_predictions(settings: Settings, app: str, requests: Sequence[PRequest]
                       engine=None, owner: str | None = None) -> dict:
     """Store the named predicted requests for ``app``; with ``replace``, drop its other predicted requests."""
     engine = engine or open_db(settings)
-    named = [r for r in requests if r.file is not None]
+    named = [(r.file, r) for r in requests if r.file is not None]
     owner = owner or login_user()  # a Darshan log's user (iez learn --darshan-dir), else who runs this
 
     def store(session) -> tuple[list[int], int]:  # may run twice (write_transaction): DB work only
         removed = 0
         ids = upsert_requests(session, app, [
-            RequestIn(file=r.file, write_bytes=r.write_bytes, stripe_count=r.stripe_count, rank=r.rank,
+            RequestIn(file=file, write_bytes=r.write_bytes, stripe_count=r.stripe_count, rank=r.rank,
                       stripe_size=None, source=PREDICTED, pool=r.pool, components=r.components,
-                      default_layout=r.default_layout, mirror_count=r.mirror_count) for r in named], owner=owner)
+                      default_layout=r.default_layout, mirror_count=r.mirror_count) for file, r in named],
+            owner=owner)
         if replace:
             app_id = application(session, app).id
             keep = set(ids)

@@ -33,11 +33,14 @@ import threading
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from iez.errors import IezError
 from iez.rebalance import liveview
 from iez.rebalance.settings import BalanceSettings
+
+if TYPE_CHECKING:
+    from iez.config import Settings
 
 #: Plans one pass may make before it gives up on a goal it does not reach (files skipped, too large to fit).
 PLANS_PER_PASS = 4
@@ -148,12 +151,14 @@ class Balancer:
         self.stop = threading.Event()
         self.own = liveview.OwnTraffic()
         root = settings.root
-        self.emulated = bool(root) and (Path(root) / "cluster.json").is_file()
         if not root:
             raise ValueError("no file system to balance: give --root DIR (a Lustre mount point or an emulated "
                              "cluster's root) or root in the config file")
+        self.emulated = (Path(root) / "cluster.json").is_file()
         if not Path(root).is_dir():
             raise ValueError(f"--root {root}: no such directory")
+        self.db_settings: Settings | None
+        self.view: liveview.DbView | liveview.EmulatedView
         if settings.db or not self.emulated:
             from iez.config import Settings
 

@@ -20,13 +20,12 @@ from __future__ import annotations
 import math
 import os
 import tomllib
+from collections.abc import Iterable
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
+from typing import Any
 
 from iez.rebalance.plan import DEFAULT_TARGET
-
-#: ``IEZ_BALANCE_CONFIG``: the file read when ``--config`` is not given.
-ENV_CONFIG = "IEZ_BALANCE_CONFIG"
 
 
 @dataclass(frozen=True)
@@ -122,12 +121,13 @@ def resolve(config: str | None, flags: dict[str, object], env: dict[str, str] | 
     (``flags``: key -> value, None when not given), checked."""
     from iez.config import Settings
 
-    values, where = {}, {}
+    values: dict[str, Any] = {}  # as read_file's: each typed by _KEYS or argparse, then BalanceSettings.check
+    where: dict[str, str] = {}
     path = config or Settings.from_env(env=env).balance_config
     if path:
         values, where = read_file(path)
     for key, value in flags.items():
         if value is not None:
-            values[key] = tuple(value) if key == "pools" else value
+            values[key] = tuple(value) if key == "pools" and isinstance(value, Iterable) else value
             where[key] = "--" + key.replace("_", "-")
     return replace(BalanceSettings(), **values).check(where)
