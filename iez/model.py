@@ -293,29 +293,37 @@ class WriteRequest:
 
 
 @dataclass(frozen=True)
-class Allocation:
-    """The layout chosen for one file: stripe ``i`` goes to ``osts[i]``.
+class Layout:
+    """Where a file's stripes live: stripe ``i`` on OST ``osts[i]``. The one layout type of iez.
 
-    A composite allocation also lists its ``components`` (each reached one with
-    its OSTs); ``osts`` is then every placed component's OSTs in order and
-    ``stripe_size`` the first placed component's. ``note`` says what the policy
-    had to give up (a degraded OST used because nothing else fitted).
-
-    A mirrored file (Lustre FLR) lists every copy in ``mirrors``, each as its
-    components, the first being the primary (what ``osts``/``components``
-    describe, where writes go first); ``preferred_mirror`` is the copy on the
-    least loaded servers, which reads should take (Lustre's ``prefer`` flag).
+    Plain RAID-0 (``stripe_size``, ``osts``, ``pool``), composite (PFL:
+    ``components``; ``osts`` is then every placed component's OSTs in order
+    and ``stripe_size`` the first placed component's, 0 when none is placed;
+    ``pool`` the one every component shares) or mirrored (Lustre FLR:
+    ``mirrors``, every copy as its components, the first being what
+    ``osts``/``components`` describe, the primary where writes go). A
+    directory's default (a *template*) is a layout whose components have no
+    OSTs. ``preferred_mirror`` is the copy reads should take (Lustre's
+    ``prefer``; None: no copy marked), ``stale`` the copies a write has left
+    behind until a resync. The allocator, the DB, the API, the simulator,
+    usage and the mover all read layouts through this class: its
+    :meth:`stripe_bytes` and :meth:`to_json` are the only definitions of
+    "bytes per OST of a layout" and of "a layout as JSON".
     """
 
-    file: str
     stripe_size: int
     osts: tuple[int, ...]
-    policy: str = ""
     pool: str | None = None
     components: tuple[Component, ...] = ()
-    note: str = ""
     mirrors: tuple[tuple[Component, ...], ...] = ()
-    preferred_mirror: int = 0
+    preferred_mirror: int | None = None
+    stale: tuple[int, ...] = ()
+
+    @property
+    def preferred(self) -> int | None:
+        """``preferred_mirror`` under the name it had before :class:`Allocation` and this type were merged
+        (issue 28); readers outside the layout modules still use it."""
+        return self.preferred_mirror
 
     @property
     def stripe_count(self) -> int:
@@ -325,23 +333,163 @@ class Allocation:
     def mirror_count(self) -> int:
         return max(1, len(self.mirrors))
 
+    @property
+    def composite(self) -> bool:
+        return bool(self.components)
+
+    @classmethod
+    def from_components(cls, components: Sequence[Component], where: str = "layout") -> "Layout":
+        """A composite layout (or template): the plain fields derived from the placed components."""
+        comps = check_components(components, where)
+        placed = [c for c in comps if c.osts]
+        pools = {c.pool for c in comps}
+        return Layout(placed[0].stripe_size or 0 if placed else 0, tuple(o for c in placed for o in c.osts),
+                      pools.pop() if len(pools) == 1 else None, comps)
+
+    @classmethod
+    def from_mirrors(cls, mirrors: Sequence[Sequence[Component]], preferred: int | None = None,
+                     stale: Sequence[int] = (), where: str = "layout") -> "Layout":
+        """A mirrored layout (2 to MAX_MIRRORS copies, each a composite layout of its own)."""
+        copies = tuple(check_components(m, f"{where}: mirror {k + 1}") for k, m in enumerate(mirrors))
+        if not 2 <= len(copies) <= MAX_MIRRORS:
+            raise ValueError(f"{where}: a mirrored layout has 2 to {MAX_MIRRORS} mirrors, not {len(copies)}")
+        if preferred is not None and not 0 <= preferred < len(copies):
+            raise ValueError(f"{where}: preferred mirror {preferred + 1} is not one of the {len(copies)} mirrors")
+        marked = tuple(sorted(set(stale)))
+        if any(not 0 <= k < len(copies) for k in marked):
+            raise ValueError(f"{where}: a stale mirror is not one of the {len(copies)} mirrors")
+        if len(marked) == len(copies):
+            raise ValueError(f"{where}: every mirror is stale; at least one must hold the file")
+        first = Layout.from_components(copies[0], where)
+        return Layout(first.stripe_size, first.osts, first.pool, first.components, copies, preferred, marked)
+
+    def layout(self) -> "Layout":
+        """The layout fields alone (an :class:`Allocation` without its file, policy and note)."""
+        return Layout(self.stripe_size, self.osts, self.pool, self.components, self.mirrors, self.preferred_mirror,
+                      self.stale)
+
+    def as_components(self) -> tuple[Component, ...]:
+        """The layout as components: a plain layout is one component over the whole file."""
+        if self.components:
+            return self.components
+        return (Component(0, EOF_END, len(self.osts), self.stripe_size, self.pool, self.osts),)
+
+    def copies(self) -> tuple[tuple[Component, ...], ...]:
+        """Every copy as components (one for a layout without mirrors)."""
+        return self.mirrors or (self.as_components(),)
+
+    def template(self) -> tuple[Component, ...]:
+        """What a directory default says (or a file's layout without its OST choice)."""
+        return tuple(c.template() for c in self.as_components())
+
+    def objects(self, file_bytes: int) -> list[tuple[Component, int, int]]:
+        """``(component, OST, bytes)`` per stripe object of every copy of a ``file_bytes`` file: RAID-0 per placed
+        component by file offset (0 for an object the size does not reach); each copy holds the file's bytes."""
+        return [(c, ost, b) for copy in self.copies() for c in copy if c.osts
+                for ost, b in zip(c.osts, component_stripe_bytes(c, file_bytes))]
+
     def stripe_bytes(self, file_bytes: int) -> list[tuple[int, int]]:
-        """``(OST, bytes)`` per stripe object for a file of ``file_bytes`` (:func:`stripe_bytes`)."""
-        return stripe_bytes(self, file_bytes)
+        """``(OST, bytes)`` per stripe object of a ``file_bytes`` file (:meth:`objects`; a plain layout without
+        building its component). The one definition of "bytes per OST of a layout": the allocator, the DB's
+        reservations, usage, the inventory, drains, the simulator and the mover all use it."""
+        if not self.mirrors and not self.components:
+            return list(zip(self.osts, raid0_bytes(file_bytes, self.stripe_size, len(self.osts))))
+        return [(ost, b) for _, ost, b in self.objects(file_bytes)]
+
+    def to_json(self) -> dict[str, Any]:
+        """The contract's form: ``stripe_size``, ``stripe_count``, ``osts``; ``pool`` when set; ``components``
+        when they say more than the plain fields (not one placed RAID-0 component over the whole file) and
+        always beside ``mirrors`` (the first copy); ``mirrors``, ``preferred_mirror`` and ``stale_mirrors``
+        (0-based) for a mirrored layout. The one JSON form of a layout: ``iez layout``, ``iez alloc``, the
+        DB's lookups and every API answer write it, :func:`iez.layout.model.layout_from_json` reads it."""
+        out: dict[str, Any] = {"stripe_size": self.stripe_size, "stripe_count": self.stripe_count,
+                               "osts": list(self.osts)}
+        if self.pool:
+            out["pool"] = self.pool
+        if self.mirrors:
+            out["components"] = [component_json(c) for c in self.mirrors[0]]
+            out["mirrors"] = [[component_json(c) for c in m] for m in self.mirrors]
+            if self.preferred_mirror is not None:
+                out["preferred_mirror"] = self.preferred_mirror
+            if self.stale:
+                out["stale_mirrors"] = list(self.stale)
+        elif self.components and not plain_component(self.components):
+            out["components"] = [component_json(c) for c in self.components]
+        return out
 
 
-def stripe_bytes(layout: "Allocation | Any", file_bytes: int) -> list[tuple[int, int]]:
-    """``(OST, bytes)`` per stripe object of a ``file_bytes`` file with ``layout`` (an :class:`Allocation` or an
-    :class:`iez.layout.model.Layout`: both carry ``stripe_size``, ``osts``, ``components`` and ``mirrors``):
-    RAID-0 per placed component by file offset (0 for an object the size does not reach), every copy's
-    objects for a mirrored file (each copy holds the file's bytes). The one definition of "bytes per OST of a
-    layout": the allocator, the DB's reservations, usage, the inventory, drains and the mover all use it."""
-    if layout.mirrors:
-        return [pair for mirror in layout.mirrors for c in mirror if c.osts
-                for pair in zip(c.osts, component_stripe_bytes(c, file_bytes))]
-    if not layout.components:
-        return list(zip(layout.osts, raid0_bytes(file_bytes, layout.stripe_size, len(layout.osts))))
-    return [pair for c in layout.components if c.osts for pair in zip(c.osts, component_stripe_bytes(c, file_bytes))]
+def plain_component(components: Sequence[Component]) -> bool:
+    """Whether ``components`` are one placed RAID-0 component over the whole file: a plain layout (with its
+    pool), which the plain fields say in full."""
+    if len(components) != 1:
+        return False
+    c = components[0]
+    return c.start == 0 and c.end == EOF_END and bool(c.osts) and not c.dom and not c.overstriping
+
+
+def component_json(c: Component) -> dict[str, Any]:
+    """``{start, end, stripe_size, stripe_count, osts}`` and ``pool``/``pattern``/``overstriping`` when set."""
+    return component_policy({"start": c.start, "end": c.end, "stripe_size": c.stripe_size,
+                             "stripe_count": c.stripe_count, "osts": list(c.osts)}, c)
+
+
+def component_policy(out: dict[str, Any], c: Component) -> dict[str, Any]:
+    """``out`` with the component's ``pool``, ``pattern: "mdt"`` and ``overstriping`` when set."""
+    if c.pool:
+        out["pool"] = c.pool
+    if c.dom:
+        out["pattern"] = "mdt"
+    if c.overstriping:
+        out["overstriping"] = True
+    return out
+
+
+@dataclass(frozen=True, init=False)
+class Allocation(Layout):
+    """The layout chosen for one file: a :class:`Layout` plus the ``file``, the ``policy`` that chose it and a
+    ``note`` of what the policy had to give up (a degraded OST used because nothing else fitted).
+
+    A subclass, not a second type: every layout field, ``stripe_count``,
+    ``mirror_count``, ``copies()``, ``stripe_bytes()`` and the JSON form are
+    the layout's own. The constructor keeps the argument order allocations
+    were built with before the merge (``file, stripe_size, osts, policy, pool,
+    components, note, mirrors, preferred_mirror``), which the allocators call
+    positionally; ``preferred_mirror`` defaults to 0 (the primary) here, as
+    every placed mirrored file marks one copy. Use :meth:`of` to wrap a
+    layout that exists already.
+    """
+
+    file: str = ""
+    policy: str = ""
+    note: str = ""
+
+    def __init__(self, file: str, stripe_size: int, osts: tuple[int, ...], policy: str = "",
+                 pool: str | None = None, components: tuple[Component, ...] = (), note: str = "",
+                 mirrors: tuple[tuple[Component, ...], ...] = (), preferred_mirror: int | None = 0,
+                 stale: tuple[int, ...] = ()) -> None:
+        super().__init__(stripe_size, osts, pool, components, mirrors, preferred_mirror, stale)
+        object.__setattr__(self, "file", file)
+        object.__setattr__(self, "policy", policy)
+        object.__setattr__(self, "note", note)
+
+    @classmethod
+    def of(cls, file: str, layout: Layout, policy: str = "", note: str = "") -> "Allocation":
+        """``layout`` as the allocation of ``file`` (a mirrored layout without a marked copy prefers the first)."""
+        preferred = layout.preferred_mirror
+        return cls(file, layout.stripe_size, layout.osts, policy, layout.pool, layout.components, note,
+                   layout.mirrors, 0 if preferred is None else preferred, layout.stale)
+
+    def to_json(self) -> dict[str, Any]:
+        """``file``, the layout's JSON (:meth:`Layout.to_json`) and ``note`` when the policy gave something up:
+        what ``POST /v1/allocate``, ``GET /v1/allocations`` and ``iez alloc`` answer."""
+        out = {"file": self.file, **super().to_json()}
+        if self.note:
+            out["note"] = self.note
+        return out
+
+
+#: ``stripe_bytes(layout, file_bytes)``: :meth:`Layout.stripe_bytes` as a function.
+stripe_bytes = Layout.stripe_bytes
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ checks before applying. Lookups send the same statements as the API's reader
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Sequence
 
@@ -36,8 +37,7 @@ from iez.db.models import (
 from iez.db.lookup import layout, many_statement, newest_per_path, one_statement
 from iez.db.requests import chunks, retire
 from iez.layout.emulated import format_attr
-from iez.layout.model import Layout
-from iez.model import Allocation, component_stripe_bytes, raid0_bytes
+from iez.model import Allocation, Layout
 
 MANUAL = "manual"
 
@@ -97,8 +97,7 @@ def pin_layout(engine: Engine, path: str, layout: Layout, pool: str | None = Non
     check_path(path)
     if not layout.osts:
         raise ValueError("the layout places no OST: give osts to at least one component")
-    allocation = Allocation(path, layout.stripe_size, layout.osts, MANUAL, pool or layout.pool, layout.components,
-                            mirrors=layout.mirrors, preferred_mirror=layout.preferred or 0)
+    allocation = Allocation.of(path, replace(layout, pool=pool or layout.pool), MANUAL)
     def body(session: Session) -> None:
         _retire_paths(session, [path])
         session.add(
@@ -184,32 +183,20 @@ NOTHING_TO_PLACE = "no OST to choose: the file's predicted bytes all fall in its
 
 
 def layout_text(allocation: Allocation) -> str | None:
-    """The layout text the library applies (version 2) when the allocation has a pool or components, else
-    None: the plain columns say it all."""
-    if allocation.mirrors:  # version 3, the preferred copy marked
-        return format_attr(Layout.from_mirrors(allocation.mirrors, allocation.preferred_mirror))
-    if not allocation.pool and not allocation.components:
+    """The layout text the library applies (version 2; version 3 with the preferred copy marked for mirrors)
+    when the allocation has a pool, components or mirrors, else None: the plain columns say it all."""
+    if not allocation.pool and not allocation.components and not allocation.mirrors:
         return None
-    return format_attr(Layout(allocation.stripe_size, allocation.osts, allocation.pool, allocation.components))
+    return format_attr(allocation)
 
 
 def _object_sizes(write_bytes: int, allocation: Allocation) -> list[tuple[int, int]]:
-    """``(OST, bytes)`` each stripe object will hold (:meth:`Allocation.stripe_bytes`: RAID-0 with wrap-around,
-    per component for a composite layout), but at least the bytes of its extent up to one stripe: an object a
-    small file leaves short or empty is reserved as if it held that much, so placements made before the next
+    """``(OST, bytes)`` each stripe object will hold (:meth:`Allocation.objects`: RAID-0 with wrap-around per
+    component, every copy of a mirrored file), but at least the bytes of its extent up to one stripe: an object
+    a small file leaves short or empty is reserved as if it held that much, so placements made before the next
     report never count on it staying small."""
-    if allocation.mirrors:  # every copy holds the file's bytes
-        return [pair for m in allocation.mirrors
-                for pair in _object_sizes(write_bytes, Allocation(allocation.file, 0, (), components=m))]
-    if not allocation.components:
-        return [(ost, max(b, min(allocation.stripe_size, write_bytes))) for ost, b in
-                zip(allocation.osts, raid0_bytes(write_bytes, allocation.stripe_size, allocation.stripe_count))]
-    out = []
-    for c in allocation.components:
-        if c.osts:
-            floor = min(c.stripe_size or 0, c.bytes_in(write_bytes))
-            out.extend((ost, max(b, floor)) for ost, b in zip(c.osts, component_stripe_bytes(c, write_bytes)))
-    return out
+    return [(ost, max(b, min(c.stripe_size or 0, c.bytes_in(write_bytes))))
+            for c, ost, b in allocation.objects(write_bytes)]
 
 
 def lookup(conn: Connection, path: str) -> dict | None:

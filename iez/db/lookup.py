@@ -24,14 +24,15 @@ from iez.config import describe
 from iez.db.engine import ER_BAD_DB_ERROR, DatabaseUnavailable, error_code, mariadb_timeouts, missing, open_sqlite
 from iez.db.models import parse_osts
 from iez.layout.emulated import parse_attr
-from iez.layout.model import component_json, mirrors_json
-from iez.trace.policy import composite
+from iez.model import Allocation, Layout
 
 T = TypeVar("T")
 CHUNK = 500
 
 _COLUMNS = "a.path, a.stripe_size, a.stripe_count, a.osts, a.pool, a.layout, a.note"
 _LIVE = "a.state <> 'stale'"
+#: The keys every layout's JSON has (:meth:`iez.model.Layout.to_json`).
+_PLAIN = ("stripe_size", "stripe_count", "osts")
 
 
 def one_statement(sqlite: bool, extra: str = "", joins: str = "") -> str:
@@ -61,30 +62,36 @@ def newest_per_path(rows: Iterable[Sequence]) -> dict[str, Sequence]:
     return best
 
 
+def stored_layout(stripe_size: int, osts: Sequence[int], pool: str | None, layout_text: str | None,
+                  where: str) -> Layout:
+    """A stored allocation's layout: the plain columns, and the pool, components and mirrors of its layout text
+    (the pool column winning) when it has one."""
+    if not layout_text:
+        return Layout(stripe_size, tuple(osts), pool or None)
+    parsed = parse_attr(layout_text, where)
+    return Layout(stripe_size, tuple(osts), pool or parsed.pool, parsed.components, parsed.mirrors,
+                  parsed.preferred_mirror, parsed.stale)
+
+
 def policy_fields(path: str, pool: str | None, layout_text: str | None) -> dict:
-    """``pool`` and ``components`` of a stored allocation, when its layout has them (``{}`` for a plain one)."""
-    out: dict = {}
-    parsed = parse_attr(layout_text, f"allocation of {path}") if layout_text else None
-    pool = pool or (parsed.pool if parsed else None)
-    if pool:
-        out["pool"] = pool
-    if parsed is not None and composite(parsed.components):
-        out["components"] = [component_json(c) for c in parsed.components]
-    if parsed is not None and parsed.mirrors:
-        out["components"] = [component_json(c) for c in parsed.components]
-        out.update(mirrors_json(parsed))
-    return out
+    """``pool``, ``components`` and mirrors of a stored allocation's JSON (:meth:`Layout.to_json`), when its
+    layout has them (``{}`` for a plain one)."""
+    full = stored_layout(0, (), pool, layout_text, f"allocation of {path}").to_json()
+    return {k: v for k, v in full.items() if k not in _PLAIN}
+
+
+def allocation(row) -> Allocation:
+    """``(path, stripe_size, stripe_count, osts[, pool, layout[, note]])`` as the allocation it stores."""
+    pool, text = (row[4], row[5]) if len(row) > 4 else (None, None)
+    found = stored_layout(row[1], parse_osts(row[3]), pool, text, f"allocation of {row[0]}")
+    return Allocation(row[0], found.stripe_size, found.osts, "", found.pool, found.components,
+                      (row[6] or "") if len(row) > 6 else "", found.mirrors, found.preferred_mirror, found.stale)
 
 
 def layout(row) -> dict:
-    """``(path, stripe_size, stripe_count, osts[, pool, layout[, note]])`` as the API's JSON (``note``: what the
-    policy gave up for the file, e.g. a degraded OST, when anything)."""
-    out = {"file": row[0], "stripe_size": row[1], "stripe_count": row[2], "osts": parse_osts(row[3])}
-    if len(row) > 4 and (row[4] or row[5]):
-        out.update(policy_fields(row[0], row[4], row[5]))
-    if len(row) > 6 and row[6]:
-        out["note"] = row[6]
-    return out
+    """A stored allocation row (:func:`allocation`) as the API's JSON (:meth:`Allocation.to_json`; ``note``:
+    what the policy gave up for the file, e.g. a degraded OST, when anything)."""
+    return allocation(row).to_json()
 
 
 class LayoutReader:

@@ -106,7 +106,7 @@ def format_mirrors(layout: Layout, with_osts: bool = True) -> str:
     """Version-3 text of a mirrored layout (``with_osts=False``: its template, OST choices left out)."""
     out = [f"version={VERSION_MIRRORED}"]
     for k, mirror in enumerate(layout.mirrors):
-        flags = (":prefer" if k == layout.preferred else "") + (":stale" if k in layout.stale else "")
+        flags = (":prefer" if k == layout.preferred_mirror else "") + (":stale" if k in layout.stale else "")
         out.append(f"mirror={k + 1}" + (flags if with_osts else ""))
         out.extend(format_component(c if with_osts else c.template()) for c in mirror)
     return " ".join(out)

@@ -1,128 +1,26 @@
-"""A file's layout, as both the emulation and Lustre describe it: plain RAID-0 or composite (PFL)."""
+"""A layout's JSON read back (the contract's form), a request's PFL template, and a path as the library records it.
+
+The layout type itself and its JSON form are :class:`iez.model.Layout` (one
+type for allocations, the DB, the API, the simulator, usage and the mover);
+it is re-exported here for the modules that import it from this one.
+"""
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import Any, Sequence
 
-from iez.model import ALL_OSTS, EOF_END, MAX_MIRRORS, Component, check_components, check_pool_name
-
-
-@dataclass(frozen=True)
-class Layout:
-    """Stripe ``i`` of the file lives on OST ``osts[i]``.
-
-    A composite layout (or a directory's default, a *template*) lists its
-    ``components``; ``osts`` is then every placed component's OSTs in order
-    and ``stripe_size`` the first placed component's (0 when none is placed).
-    ``pool`` is the pool of a plain layout, or the one every component shares.
-    """
-
-    stripe_size: int
-    osts: tuple[int, ...]
-    pool: str | None = None
-    components: tuple[Component, ...] = ()
-    #: A mirrored (FLR) layout: every copy as its components, the first being what ``osts``/``components``
-    #: describe (the primary, where writes go). ``preferred`` is the copy reads should take (Lustre's
-    #: ``prefer``), ``stale`` the copies a write has left behind until a resync (Lustre's ``stale``).
-    mirrors: tuple[tuple[Component, ...], ...] = ()
-    preferred: int | None = None  # None: no copy marked (a template)
-    stale: tuple[int, ...] = ()
-
-    @property
-    def stripe_count(self) -> int:
-        return len(self.osts)
-
-    @classmethod
-    def from_mirrors(cls, mirrors: Sequence[Sequence[Component]], preferred: int | None = None,
-                     stale: Sequence[int] = (), where: str = "layout") -> "Layout":
-        """A mirrored layout (2 to MAX_MIRRORS copies, each a composite layout of its own)."""
-        copies = tuple(check_components(m, f"{where}: mirror {k + 1}") for k, m in enumerate(mirrors))
-        if not 2 <= len(copies) <= MAX_MIRRORS:
-            raise ValueError(f"{where}: a mirrored layout has 2 to {MAX_MIRRORS} mirrors, not {len(copies)}")
-        if preferred is not None and not 0 <= preferred < len(copies):
-            raise ValueError(f"{where}: preferred mirror {preferred + 1} is not one of the {len(copies)} mirrors")
-        marked = tuple(sorted(set(stale)))
-        if any(not 0 <= k < len(copies) for k in marked):
-            raise ValueError(f"{where}: a stale mirror is not one of the {len(copies)} mirrors")
-        if len(marked) == len(copies):
-            raise ValueError(f"{where}: every mirror is stale; at least one must hold the file")
-        first = cls.from_components(copies[0], where)
-        return cls(first.stripe_size, first.osts, first.pool, first.components, copies, preferred, marked)
-
-    @property
-    def mirror_count(self) -> int:
-        return max(1, len(self.mirrors))
-
-    def copies(self) -> tuple[tuple[Component, ...], ...]:
-        """Every copy as components (one for a layout without mirrors)."""
-        return self.mirrors or (self.as_components(),)
-
-    @property
-    def composite(self) -> bool:
-        return bool(self.components)
-
-    @classmethod
-    def from_components(cls, components: Sequence[Component], where: str = "layout") -> "Layout":
-        comps = check_components(components, where)
-        placed = [c for c in comps if c.osts]
-        pools = {c.pool for c in comps}
-        return cls(placed[0].stripe_size or 0 if placed else 0, tuple(o for c in placed for o in c.osts),
-                   pools.pop() if len(pools) == 1 else None, comps)
-
-    def as_components(self) -> tuple[Component, ...]:
-        """The layout as components: a plain layout is one component over the whole file."""
-        if self.components:
-            return self.components
-        return (Component(0, EOF_END, len(self.osts), self.stripe_size, self.pool, self.osts),)
-
-    def template(self) -> tuple[Component, ...]:
-        """What a directory default says (or a file's layout without its OST choice)."""
-        return tuple(c.template() for c in self.as_components())
-
-    def to_json(self) -> dict[str, Any]:
-        """The contract's form: ``stripe_size``, ``stripe_count``, ``osts``, and ``pool``/``components`` when set."""
-        out: dict[str, Any] = {"stripe_size": self.stripe_size, "stripe_count": self.stripe_count,
-                               "osts": list(self.osts)}
-        if self.pool:
-            out["pool"] = self.pool
-        if self.components:
-            out["components"] = [component_json(c) for c in self.components]
-        if self.mirrors:
-            out.update(mirrors_json(self))
-        return out
-
-
-def mirrors_json(layout: "Layout") -> dict[str, Any]:
-    """``mirrors`` (each a list of components), ``preferred_mirror`` and ``stale_mirrors`` (0-based) of a mirrored
-    layout; ``{}`` for one without mirrors."""
-    if not layout.mirrors:
-        return {}
-    out: dict[str, Any] = {"mirrors": [[component_json(c) for c in m] for m in layout.mirrors]}
-    if layout.preferred is not None:
-        out["preferred_mirror"] = layout.preferred
-    if layout.stale:
-        out["stale_mirrors"] = list(layout.stale)
-    return out
-
-
-def component_json(c: Component) -> dict[str, Any]:
-    """``{start, end, stripe_size, stripe_count, osts}`` and ``pool``/``pattern``/``overstriping`` when set."""
-    return _with_policy({"start": c.start, "end": c.end, "stripe_size": c.stripe_size,
-                         "stripe_count": c.stripe_count, "osts": list(c.osts)}, c)
-
-
-def _with_policy(out: dict[str, Any], c: Component) -> dict[str, Any]:
-    """``out`` with the component's ``pool``, ``pattern: "mdt"`` and ``overstriping`` when set."""
-    if c.pool:
-        out["pool"] = c.pool
-    if c.dom:
-        out["pattern"] = "mdt"
-    if c.overstriping:
-        out["overstriping"] = True
-    return out
+from iez.model import (
+    ALL_OSTS,
+    EOF_END,
+    Component,
+    Layout,
+    check_components,
+    check_pool_name,
+    component_policy,
+)
 
 
 def _int(value: Any, where: str, name: str, low: int | None = None) -> int:
@@ -189,6 +87,13 @@ def components_from_json(items: Any, where: str, placed: bool = False) -> tuple[
     return check_components(out, where)
 
 
+def with_pool(components: Sequence[Component], pool: str | None) -> tuple[Component, ...]:
+    """``pool`` for every OST component that names none (a Data-on-MDT component never has one)."""
+    if not pool:
+        return tuple(components)
+    return tuple(c if c.pool or c.dom else replace(c, pool=pool) for c in components)
+
+
 def layout_from_json(data: Any, where: str) -> Layout:
     """A layout from ``{"components": [...], "pool": NAME}`` or ``{"stripe_size", "osts", "pool"}``."""
     if not isinstance(data, dict):
@@ -199,11 +104,9 @@ def layout_from_json(data: Any, where: str) -> Layout:
     if "mirrors" in data:
         return mirrored_from_json(data, where, lambda item, w: layout_from_json(item, w).as_components())
     if "components" in data:
-        comps = components_from_json(data["components"], where, placed=True)
-        if pool:
-            comps = tuple(c if c.pool else Component(c.start, c.end, c.stripe_count, c.stripe_size, pool, c.osts,
-                                                     c.dom, c.overstriping) for c in comps)
-        return Layout.from_components(comps, where)
+        found = Layout.from_components(with_pool(components_from_json(data["components"], where, placed=True), pool),
+                                       where)
+        return replace(found, pool=pool) if pool else found  # the layout's pool, as the DB's pool column says it
     if "osts" not in data or "stripe_size" not in data:
         raise ValueError(f"{where}: a layout needs components, or stripe_size and osts")
     comp = component_from_json({"end": -1, **{k: v for k, v in data.items() if k != "stripe_count"}}, 0, where,
@@ -279,5 +182,5 @@ def components_text(components: Sequence[Component]) -> str:
         item: dict[str, Any] = {"end": c.end, "stripe_count": c.stripe_count}
         if c.stripe_size is not None:
             item["stripe_size"] = c.stripe_size
-        out.append(_with_policy(item, c))
+        out.append(component_policy(item, c))
     return json.dumps(out, separators=(",", ":"))

@@ -20,7 +20,6 @@ import stat
 
 from iez.layout import emulated, lustre
 from iez.layout.model import Layout, lexical_abspath
-from iez.layout.rules import as_stored
 
 LUSTRE, EMULATED = "lustre", "emulated"
 
@@ -78,8 +77,6 @@ class LayoutReader:
         if found is None:
             return None
         layout, source = found
-        if layout.components and not layout.mirrors:  # one RAID-0 component over the whole file is plain
-            layout = as_stored(layout.components)
         out = {"file": lexical_abspath(path), **layout.to_json(), "source": source}
         if directory:
             out["default"] = True

@@ -21,9 +21,9 @@ import json
 from dataclasses import replace
 from typing import Any, Sequence
 
-from iez.layout.model import Layout, components_from_json, mirrored_from_json
+from iez.layout.model import Layout, components_from_json, mirrored_from_json, with_pool
 from iez.lustre_limits import MAX_STRIPE_COUNT, MAX_STRIPE_SIZE, STRIPE_ALIGNMENT
-from iez.model import ALL_OSTS, EOF_END, Component, check_pool_name
+from iez.model import ALL_OSTS, EOF_END, Component, check_pool_name, plain_component
 
 #: Keys the tools' layout JSON may carry besides ``components``.
 _PLAIN_KEYS = {"stripe_size", "stripe_count", "osts", "pool", "pattern", "overstriping"}
@@ -83,14 +83,6 @@ def loads(text: str, option: str) -> Any:
         raise ValueError(f"{option}: not valid JSON ({err.msg} at character {err.pos})") from None
 
 
-def _with_pool(components: Sequence[Component], pool: str | None) -> tuple[Component, ...]:
-    """``pool`` for every OST component that names none (a Data-on-MDT component never has one)."""
-    if not pool:
-        return tuple(components)
-    return tuple(c if c.pool or c.dom else Component(c.start, c.end, c.stripe_count, c.stripe_size, pool, c.osts,
-                                                      c.dom, c.overstriping) for c in components)
-
-
 def layout_components(data: Any, where: str, template: bool) -> tuple[Component, ...]:
     """The components of the tools' layout JSON, checked against Lustre's rules.
 
@@ -115,7 +107,7 @@ def layout_components(data: Any, where: str, template: bool) -> tuple[Component,
     except ValueError as err:
         message = str(err)
         raise ValueError(message if message.startswith(where) else f"{where}: {message}") from None
-    comps = dom_sized(_with_pool(comps, pool))
+    comps = dom_sized(with_pool(comps, pool))
     check_lustre_components(comps, where, template)
     if not template:
         if not any(c.osts for c in comps):
@@ -169,8 +161,7 @@ def ost_pool(components: Sequence[Component]) -> str | None:
 def as_stored(components: Sequence[Component]) -> Layout:
     """The layout as iez stores it: plain (no components) when it is one placed RAID-0 component over the
     whole file, composite otherwise."""
-    if len(components) == 1:
+    if plain_component(components):
         c = components[0]
-        if c.start == 0 and c.end == EOF_END and c.osts and not c.dom and not c.overstriping:
-            return Layout(c.stripe_size or 0, c.osts, c.pool)
+        return Layout(c.stripe_size or 0, c.osts, c.pool)
     return Layout.from_components(components)

@@ -32,9 +32,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from iez.layout.model import Layout, lexical_abspath
+from iez.layout.model import lexical_abspath
 from iez.layout.read import LayoutReader
-from iez.model import stripe_bytes
+from iez.model import Layout
 
 
 @dataclass
@@ -123,9 +123,9 @@ def regular_files(root: str, problems: list[str]) -> Iterator[tuple[str, os.stat
                 problems.append(str(err))
 
 
-def ost_bytes(layout: Layout, file_bytes: int) -> list[tuple[int, int]]:
-    """``(OST, bytes)`` per stripe object of a ``file_bytes`` file: :func:`iez.model.stripe_bytes`."""
-    return stripe_bytes(layout, file_bytes)
+#: ``(OST, bytes)`` per stripe object of a ``file_bytes`` file: :meth:`iez.model.Layout.stripe_bytes` under the
+#: name the rebalancer imports.
+ost_bytes = Layout.stripe_bytes
 
 
 def usage(root: str, osts: int | None = None, ost_size: int | None = None,
@@ -160,7 +160,7 @@ def usage(root: str, osts: int | None = None, ost_size: int | None = None,
             continue
         layout, _source = found
         result.placed_files += 1
-        for ost, nbytes in ost_bytes(layout, st.st_size):
+        for ost, nbytes in layout.stripe_bytes(st.st_size):
             per_ost[ost] = per_ost.get(ost, 0) + nbytes
         result.mdt_bytes += sum(c.bytes_in(st.st_size) for c in layout.components if c.dom)
     if osts is None:

@@ -52,9 +52,9 @@ def in_sync_copies(layout: Layout | None) -> list[int]:
     if layout is None or not layout.mirrors:
         return []
     ok = [k for k in range(len(layout.mirrors)) if k not in layout.stale]
-    if layout.preferred in ok:
-        ok.remove(layout.preferred)
-        ok.insert(0, layout.preferred)
+    if layout.preferred_mirror in ok:
+        ok.remove(layout.preferred_mirror)
+        ok.insert(0, layout.preferred_mirror)
     return ok
 
 

@@ -283,7 +283,7 @@ def _mirror_passes(path: str, layout: Layout) -> tuple[Layout, list[int | None],
     stale = [k for k in layout.stale if k not in changed]
     if len(stale) == len(layout.mirrors):
         stale = []
-    written = Layout.from_mirrors(layout.mirrors, layout.preferred, stale)
+    written = Layout.from_mirrors(layout.mirrors, layout.preferred_mirror, stale)
     return written, changed or [0], source
 
 

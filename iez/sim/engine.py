@@ -35,7 +35,7 @@ import numpy as np
 
 from iez.allocate import make_policy
 from iez.allocate.base import Refused, StripeRules, expand_requests, part_objects
-from iez.model import ALL_OSTS, ClusterState, component_stripe_bytes, raid0_bytes
+from iez.model import ALL_OSTS, ClusterState, raid0_bytes
 from iez.sim.cluster import Overrides
 from iez.sim.metrics import (Bandwidths, balance, fill_spread, makespan, makespan_bound, ost_cost_bound,
                              window_bound)
@@ -270,14 +270,9 @@ def run(scenario: Scenario, policy_name: str, seed: int = 0, settings: Settings 
 def _pieces(request, outcome, objects_of: dict) -> list[tuple[int, int, str | None]]:
     """``(OST, bytes, pool)`` per stripe object of a placed file; a component's pool is its own (else the
     file's), and the bytes follow its extent; every copy of a mirrored file is written."""
-    if outcome.mirrors:
+    if outcome.mirrors or outcome.components:  # Layout.objects: every copy, each component by its extent
         return [(ost, size, component.pool or request.pool or None)
-                for mirror in outcome.mirrors for component in mirror if component.osts
-                for ost, size in zip(component.osts, component_stripe_bytes(component, request.write_bytes))]
-    if outcome.components:
-        return [(ost, size, component.pool or request.pool or None)
-                for component in outcome.components if component.osts
-                for ost, size in zip(component.osts, component_stripe_bytes(component, request.write_bytes))]
+                for component, ost, size in outcome.objects(request.write_bytes)]
     key = (request.write_bytes, outcome.stripe_size, outcome.stripe_count)
     objects = objects_of.get(key)
     if objects is None:

@@ -28,7 +28,7 @@ from typing import Sequence
 from iez.allocate import make_policy
 from iez.allocate.base import Refused
 from iez.allocate.mirrors import busiest, copy_osts, domain_of, mirror_domains_shared
-from iez.model import Allocation, ClusterState, WriteRequest, component_stripe_bytes, io_time
+from iez.model import Allocation, ClusterState, Layout, WriteRequest, io_time
 
 #: Background load a hot server carries, as a share of its bandwidth.
 HOT_SHARE = 0.9
@@ -36,20 +36,9 @@ HOT_SHARE = 0.9
 MAX_PAIRS = 400
 
 
-def copies_of(a: Allocation) -> tuple[tuple, ...]:
-    if a.mirrors:
-        return a.mirrors
-    from iez.allocate.mirrors import copy_components
-    return (copy_components(a),)
-
-
 def copy_bytes(copy, file_bytes: int) -> dict[int, float]:
-    out: dict[int, float] = {}
-    for c in copy:
-        if c.osts:
-            for ost, b in zip(c.osts, component_stripe_bytes(c, file_bytes)):
-                out[ost] = out.get(ost, 0.0) + b
-    return out
+    """Bytes per OST of one copy (:meth:`Layout.stripe_bytes` of the copy as a layout)."""
+    return {o: float(b) for o, b in _summed(Layout.from_components(copy).stripe_bytes(file_bytes)).items()}
 
 
 def _add(into: dict[int, float], more: dict[int, float], share: float = 1.0) -> None:
@@ -71,7 +60,7 @@ def place_jobs(cluster: ClusterState, jobs: Sequence[Sequence[WriteRequest]], po
 
 def readable(placed, failed_osts: set[int]) -> int:
     """Files with at least one copy none of whose OSTs failed."""
-    return sum(1 for _, a in placed if any(not (copy_osts(c) & failed_osts) for c in copies_of(a)))
+    return sum(1 for _, a in placed if any(not (copy_osts(c) & failed_osts) for c in a.copies()))
 
 
 def _failures(groups: dict[str, set[int]], placed, k: int) -> dict:
@@ -102,7 +91,7 @@ def read_times(cluster: ClusterState, placed) -> dict:
     primary_bytes: dict[str, float] = {}
     by_index = {o.index: o for o in cluster.osts}
     for r, a in placed:
-        for ost, b in copy_bytes(copies_of(a)[0], r.write_bytes).items():
+        for ost, b in copy_bytes(a.copies()[0], r.write_bytes).items():
             oss = by_index[ost].oss_id
             primary_bytes[oss] = primary_bytes.get(oss, 0.0) + b
     if not primary_bytes:
@@ -113,7 +102,7 @@ def read_times(cluster: ClusterState, placed) -> dict:
     skipping: dict[int, float] = {}
     split: dict[int, float] = {}
     for r, a in placed:
-        copies = copies_of(a)
+        copies = a.copies()
         per_copy = [copy_bytes(c, r.write_bytes) for c in copies]
         _add(plain, per_copy[0])
         loads = [busiest(hot, copy_osts(c)) for c in copies]

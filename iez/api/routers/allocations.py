@@ -34,9 +34,7 @@ from iez.db.owners import owner_of
 from iez.db.requests import NotFound
 from iez.db.models import utcnow
 from iez.db.stats import stale_reasons
-from iez.layout.model import component_json
 from iez.model import Allocation, MiB
-from iez.trace.policy import composite
 from iez.placement import PlacementSettings, place_app
 
 JSON = "application/json"
@@ -45,15 +43,9 @@ reads = APIRouter(tags=["allocations"])
 
 
 def layout_of(a: Allocation) -> Layout:
-    """The answer for one allocation: the plain fields, ``pool``/``components`` when it has them, and a mirrored
-    file's ``mirrors``/``preferred_mirror`` as ``GET /v1/allocations`` gives them."""
-    mirrored = len(a.mirrors) > 1
-    return Layout(file=a.file, stripe_size=a.stripe_size, stripe_count=a.stripe_count, osts=list(a.osts),
-                  pool=a.pool or None,
-                  components=[component_json(c) for c in a.components] if composite(a.components) else None,
-                  note=a.note or None,
-                  mirrors=[[component_json(c) for c in m] for m in a.mirrors] if mirrored else None,
-                  preferred_mirror=a.preferred_mirror if mirrored else None)
+    """The answer for one allocation: its JSON (:meth:`Allocation.to_json`), the form ``GET /v1/allocations``
+    serves it in, as the response model."""
+    return Layout.model_validate(a.to_json())
 
 
 @router.post(
