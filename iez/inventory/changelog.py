@@ -166,8 +166,9 @@ def _block(lines: list[str], where: str, records: bool) -> list:
             continue
         uid = gid = job = None
         if extra:
-            hit = extras.get(extra, False)
-            if hit is False:
+            if extra in extras:
+                hit = extras[extra]
+            else:
                 hit = extras[extra] = _extra(extra) if len(extras) < 10_000 else None
                 if hit is None:
                     extras.pop(extra, None)

@@ -54,7 +54,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import starmap
 
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 
 from iez.db import inventory as sql
 from iez.errors import IezError
@@ -155,25 +155,26 @@ class Parser:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (top, os.environ.get("PYTHONPATH")) if p)}
         self.child = subprocess.Popen([sys.executable, "-c", "from iez.inventory.changelog import serve; serve()"],
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
-        child = self.child
+        to_child, from_child = self.child.stdin, self.child.stdout
+        assert to_child is not None and from_child is not None  # both are pipes
 
         def feed() -> None:
             try:
                 while (item := self.requests.get()) is not None:
-                    pickle.dump(item, child.stdin, protocol=pickle.HIGHEST_PROTOCOL)
-                    child.stdin.flush()
+                    pickle.dump(item, to_child, protocol=pickle.HIGHEST_PROTOCOL)
+                    to_child.flush()
             except OSError:
                 pass  # the child is gone: its reader says so
             finally:
                 try:
-                    child.stdin.close()
+                    to_child.close()
                 except OSError:
                     pass
 
         def read() -> None:
             while True:
                 try:
-                    self.replies.put(pickle.load(child.stdout))
+                    self.replies.put(pickle.load(from_child))
                 except Exception:  # EOF, or a reply cut short
                     self.replies.put(None)
                     return
@@ -228,7 +229,7 @@ class Consumer:
         self.batch, self.max_lag, self.mount = batch, max_lag, lustre_mount
         self.layouts = LayoutReader()
         self.paths: store.Paths | None = None  # kept between reads while no scan has run
-        self._scans = None
+        self._scans: tuple[int, int] | None = None
 
     # -- the loop ---------------------------------------------------------------------------------------------
     def run_once(self) -> FollowReport:
@@ -360,9 +361,10 @@ class Consumer:
         report.files_written += written
         report.files_removed += removed
 
-    def _apply(self, conn, records: list[Record]) -> tuple[int, int]:
+    def _apply(self, conn: Connection, records: list[Record]) -> tuple[int, int]:
         paths = self.paths
-        dirs_put: dict[str, tuple[str | None, str]] = {}
+        assert paths is not None  # loaded by _commit's body
+        dirs_put: dict[str, tuple[str, str]] = {}
         dirs_gone: set[str] = set()
         names: dict[str, tuple[str, str]] = {}  # file fid -> (parent, name) as of the batch's end
         gone: set[str] = set()
@@ -395,13 +397,14 @@ class Consumer:
             kind, t = r.type, r.target
             if kind in ("CREAT", "MKNOD", "HLINK"):
                 if r.parent in paths.dirs:
-                    names[t] = (r.parent, r.name)
+                    names[t] = (r.parent or "", r.name or "")  # a named record has both (changelog.parse)
                     gone.discard(t)
                     look.add(t)
             elif kind == "MKDIR":
                 if r.parent in paths.dirs:
-                    paths.set(t, r.parent, r.name, paths.root_of(r.parent))
-                    dirs_put[t] = (r.parent, r.name)
+                    parent, name = r.parent or "", r.name or ""
+                    paths.set(t, parent, name, paths.root_of(parent))
+                    dirs_put[t] = (parent, name)
                     dirs_gone.discard(t)
             elif kind == "UNLNK":
                 if r.flags & LAST_LINK:
@@ -413,13 +416,13 @@ class Consumer:
             elif kind == "RENME" and r.source is not None:
                 if t != ZERO_FID and t != r.source:
                     drop(t)  # the name it took was another file's
-                moved(r.source, r.parent, r.name)
+                moved(r.source, r.parent or "", r.name or "")
             elif kind == "RENME":
                 renaming = t
             elif kind == "RNMTO" and renaming is not None:
                 if t != ZERO_FID and t != renaming:
                     drop(t)
-                moved(renaming, r.parent, r.name)
+                moved(renaming, r.parent or "", r.name or "")
                 renaming = None
             elif kind in _RESTAT and t not in paths.dirs:
                 look.add(t)
@@ -472,8 +475,8 @@ class Consumer:
                 written += len(rows)
             gone |= dropped | {fid for fid in look if fid not in where}  # never created below a root: not ours
             store.delete_files(conn, gone, send=None if sender is None else sender.send)
-            fresh = [_placeholder(fid, parent, name, paths.root_of(parent)) for fid, (parent, name) in stale.items()
-                     if fid not in known]
+            fresh = [_placeholder(fid, parent, name, paths.root_of(parent) or 0)
+                     for fid, (parent, name) in stale.items() if fid not in known]
             # a file we have not seen yet, waiting for its next record
             store.put_files(conn, fresh, {}, send=None if sender is None else sender.send)
         finally:
@@ -485,15 +488,21 @@ class Consumer:
                 sql.rename_file(conn, fid, *names[fid])
         return written, len(gone)
 
-    def _look(self, where: dict[str, tuple[str, str]]):
-        """Rows for the files in ``where`` (fid → (parent, name)) as they are now; those not found there
-        (stale: moved or gone before we looked); those to drop (not regular, a mover's temporary, or outside
-        every root)."""
-        rows, objects, stale, dropped = [], {}, {}, set()
+    def _look(self, where: dict[str, tuple[str, str]]
+              ) -> tuple[list[dict], dict[str, list[tuple[int, int]]], dict[str, tuple[str, str]], set[str]]:
+        """Rows for the files in ``where`` (fid → (parent, name)) as they are now, their stripe objects; those not
+        found there (stale: moved or gone before we looked); those to drop (not regular, a mover's temporary, or
+        outside every root)."""
+        paths = self.paths
+        assert paths is not None  # loaded by _commit's body
+        rows: list[dict] = []
+        objects: dict[str, list[tuple[int, int]]] = {}
+        stale: dict[str, tuple[str, str]] = {}
+        dropped: set[str] = set()
         located = self._locate(where)
         todo = []
         for fid, (parent, name) in where.items():
-            root_id = self.paths.root_of(parent)
+            root_id = paths.root_of(parent)
             if root_id is None or is_temporary(name):
                 dropped.add(fid)
             else:
@@ -501,7 +510,7 @@ class Consumer:
         # lstat in this thread: a pool of 4 lstat threads was measured 3.7x slower on a local disk (2 CPUs; each
         # lstat is microseconds, the GIL hand-offs cost more). On Lustre, where each is a round trip, it may pay.
         for (fid, parent, name, root_id, path), st in zip(todo, map(_lstat, [t[4] for t in todo])):
-            if st is None or (self.mount is None and fid_of_inode(st.st_ino) != fid):
+            if st is None or path is None or (self.mount is None and fid_of_inode(st.st_ino) != fid):
                 stale[fid] = (parent, name)  # gone, or the name holds another file now: later records say more
                 continue
             if not statmod.S_ISREG(st.st_mode):
@@ -514,6 +523,7 @@ class Consumer:
 
     def _locate(self, where: dict[str, tuple[str, str]]) -> dict[str, str]:
         if self.mount is None:
+            assert self.paths is not None  # loaded by _commit's body
             out = {}
             for fid, (parent, name) in where.items():
                 directory = self.paths.path(parent)

@@ -73,7 +73,7 @@ class Inotify:
 
     def read(self) -> list[tuple[int, int, int, str]]:
         """Every event queued now: ``(wd, mask, cookie, name)``."""
-        out = []
+        out: list[tuple[int, int, int, str]] = []
         while True:
             try:
                 data = os.read(self.fd, 1 << 20)
@@ -143,6 +143,8 @@ class ChangelogWriter:
     def _watch(self, dfid: str, emit: bool) -> None:
         """Watch a directory and learn what is in it (``emit``: as records, it was created just now)."""
         path = self._path(dfid)
+        if path is None:
+            return  # not a directory we know (any more)
         try:
             wd = self.inotify.add(path)
         except OSError as err:
@@ -174,7 +176,7 @@ class ChangelogWriter:
         isdir = statmod.S_ISDIR(st.st_mode)
         self.entries.setdefault(dfid, {})[name] = (fid, isdir)
         if isdir:
-            self.dirs[fid] = (dfid, os.path.join(self._path(dfid), name))
+            self.dirs[fid] = (dfid, os.path.join(self.dirs[dfid][1], name))  # learnt below a directory we know
             if emit:
                 self._emit("MKDIR", fid, dfid, name, st=st)
             self._watch(fid, emit)
@@ -236,7 +238,7 @@ class ChangelogWriter:
             dfid = self.wd_dir.get(wd)
             if dfid is None or dfid not in self.dirs or not name:
                 continue
-            path = os.path.join(self._path(dfid), name)
+            path = os.path.join(self.dirs[dfid][1], name)
             if mask & IN_CREATE:
                 try:
                     st = os.lstat(path)

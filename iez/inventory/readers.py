@@ -27,18 +27,21 @@ class LustreChangelog:
 
     def __init__(self, mdt: str, user: str, lfs: str | None = None):
         self.mdt, self.user = mdt, user
-        self.lfs = lfs or shutil.which("lfs")
-        if self.lfs is None:
+        found = lfs or shutil.which("lfs")
+        if found is None:
             raise OSError(f"--mdt {mdt}: there is no lfs command on PATH to read its changelog")
+        self.lfs: str = found
 
     def lines(self, start: int) -> Iterator[str]:
         proc = subprocess.Popen([self.lfs, "changelog", self.mdt, str(start)], stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, errors="surrogateescape", bufsize=1 << 20)
+        out, errors = proc.stdout, proc.stderr
+        assert out is not None and errors is not None  # both are pipes
         try:
-            yield from proc.stdout
+            yield from out
         finally:
-            proc.stdout.close()
-            err = proc.stderr.read()
+            out.close()
+            err = errors.read()
             code = proc.wait()
         if code != 0:
             raise OSError(f"lfs changelog {self.mdt} {start} failed (exit {code}): "

@@ -21,7 +21,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 
 from iez.inventory import store
 from iez.inventory.changelog import fid_of_inode
@@ -219,7 +219,7 @@ def scan(engine: Engine, roots: list[str], workers: int | None = None) -> ScanRe
         fid = Fids(LayoutReader()).of([(root, st)])[0]
         if fid is None:
             raise ValueError(f"--root {given}: no FID (lfs path2fid failed)")
-        def start(conn, root=root, fid=fid) -> tuple[int, int]:
+        def start(conn: Connection, root: str = root, fid: str = fid) -> tuple[int, int]:
             root_id, gen = store.ensure_root(conn, root, fid)
             store.put_dirs(conn, [{"fid": fid, "parent": None, "name": root, "root_id": root_id, "gen": gen}])
             return root_id, gen
@@ -227,13 +227,15 @@ def scan(engine: Engine, roots: list[str], workers: int | None = None) -> ScanRe
         # every write below is re-run whole if Galera refuses it (store.write: no allocation lock taken)
         root_id, gen = store.write(engine, start)
         tasks, top_dirs = _tasks(root, fid, root_id, gen, workers * 4)
-        pending_dirs, pending_files, pending_objects = list(top_dirs), [], {}
+        pending_dirs: list[dict] = list(top_dirs)
+        pending_files: list[dict] = []
+        pending_objects: dict[str, list[tuple[int, int]]] = {}
 
         def flush(force: bool = False) -> None:
             nonlocal pending_dirs, pending_files, pending_objects
             if not force and len(pending_files) + len(pending_dirs) < BATCH:
                 return
-            def put(conn) -> None:
+            def put(conn: Connection) -> None:
                 store.put_dirs(conn, pending_dirs)
                 store.put_files(conn, pending_files, pending_objects)
 
@@ -260,7 +262,11 @@ def scan(engine: Engine, roots: list[str], workers: int | None = None) -> ScanRe
         flush(force=True)
         report.dirs += len(top_dirs) + 1
         seconds = time.monotonic() - t0
-        removed, _ = store.write(engine, lambda conn, r=root_id, g=gen, s=seconds: store.finish_root(conn, r, g, s))
+
+        def finish(conn: Connection, r: int = root_id, g: int = gen, s: float = seconds) -> tuple[int, int]:
+            return store.finish_root(conn, r, g, s)
+
+        removed, _ = store.write(engine, finish)
         report.removed += removed
         report.roots.append(root)
     report.seconds = time.monotonic() - started

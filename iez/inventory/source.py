@@ -126,7 +126,8 @@ def _files(paths: Paths, known: set[int], rows: Iterable[sql.PlanRow], problems:
 
 
 def _load_all(conn: Connection, paths: Paths, known: set[int], scope: list[int] | None):
-    files, per_ost, fixed = [], {}, 0
+    files, fixed = [], 0
+    per_ost: dict[int, int] = {}
     problems: list[str] = []
     for file, pairs in _files(paths, known, sql.file_rows(conn, scope), problems):
         for ost, nbytes in pairs or ():
@@ -172,8 +173,8 @@ def _excess(used: dict[int, int], capacity: dict[int, int], pools: dict[str, lis
     pooled = set().union(*members) if members else set()
     rest = (set(capacity) & usable) - pooled
     out: dict[int, float] = {}
-    for group in members + ([rest] if rest else []):
-        group = [j for j in group if capacity.get(j)]
+    for osts in members + ([rest] if rest else []):
+        group = [j for j in osts if capacity.get(j)]
         if len(group) < 2:
             continue
         mean = sum(used.get(j, 0) for j in group) / sum(capacity[j] for j in group)

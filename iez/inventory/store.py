@@ -170,7 +170,7 @@ class Sender:
     stops those after it, and :meth:`send` raises its error at once."""
 
     def __init__(self, conn: Connection):
-        self.db = conn.connection.dbapi_connection
+        self.db = sql.driver(conn)
         self.todo: queue.Queue = queue.Queue(maxsize=8)
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._run, name="iez-inventory-sql", daemon=True)
@@ -217,8 +217,8 @@ def delete_dirs(conn: Connection, fids: Iterable[str]) -> None:
 class Paths:
     """Directory FID → path, from ``inv_dirs`` (a root's row: no parent, its absolute path as name)."""
 
-    def __init__(self):
-        self.dirs: dict[str, tuple[str | None, str, int]] = {}  # fid -> (parent, name, root_id)
+    def __init__(self) -> None:
+        self.dirs: dict[str, tuple[str | None, str, int | None]] = {}  # fid -> (parent, name, root_id)
         self._cache: dict[str, str] = {}
 
     @classmethod
@@ -228,7 +228,7 @@ class Paths:
             out.dirs[fid] = (parent, name, root_id)
         return out
 
-    def set(self, fid: str, parent: str | None, name: str, root_id: int) -> None:
+    def set(self, fid: str, parent: str | None, name: str, root_id: int | None) -> None:
         old = self.dirs.get(fid)
         self.dirs[fid] = (parent, name, root_id)
         if old is not None and old[:2] != (parent, name):
