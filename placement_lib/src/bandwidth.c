@@ -75,25 +75,29 @@ struct bw_file {
     uint16_t osts[BW_OSTS];
 };
 
-static unsigned char *table;         /* the mapped ROOT/bandwidth.shm */
-static uint32_t nost_slots, noss_slots, nclasses;
-static unsigned char *classes;       /* the class slots */
-static uint64_t *lanes;              /* busy-until per (server, class) */
-static const unsigned char *limits;  /* f64 TBF rate limit per (OSS, class) */
-static uint32_t my_class;            /* this process's class slot (0: the default class) */
 /* Optional tail (tables made by iez 0.x with job attribution): the class names (BW_NAME bytes each,
  * NUL-terminated, written by the process that claims the slot) and per (OST, class) u64 bytes read
  * and u64 bytes written: the emulated servers' job_stats, a job being an I/O class. */
 #define BW_NAME 64
-static unsigned char *class_names;
-static uint64_t *job_bytes;
-static double window = 4.0 * 1024 * 1024;
-/* IEZ_EMULATE_SCALE=K: each byte read or written stands for K bytes of the file at K times its
- * offset, so a program can exercise a layout made for a file K times larger (iez demo) */
-static double scale = 1.0;
-static struct bw_file *files;        /* by descriptor; MAP_NORESERVE: only used pages cost */
-static int high_fd = -1;             /* the highest descriptor ever tracked: what closefrom must clear */
-int iez_bw_on;                       /* read without a lock on every read and write */
+/* The module's state; out of it, iez_bw_on, which every interposer reads (iez.h). */
+static struct {
+    unsigned char *table;         /* the mapped ROOT/bandwidth.shm */
+    int table_fd;                 /* its descriptor: the class slots' locks (below) */
+    uint32_t nost_slots, noss_slots, nclasses;
+    unsigned char *classes;       /* the class slots */
+    uint64_t *lanes;              /* busy-until per (server, class) */
+    const unsigned char *limits;  /* f64 TBF rate limit per (OSS, class) */
+    uint32_t my_class;            /* this process's class slot (0: the default class) */
+    unsigned char *class_names;   /* the optional tail above */
+    uint64_t *job_bytes;
+    double window;
+    /* IEZ_EMULATE_SCALE=K: each byte read or written stands for K bytes of the file at K times its
+     * offset, so a program can exercise a layout made for a file K times larger (iez demo) */
+    double scale;
+    struct bw_file *files;        /* by descriptor; MAP_NORESERVE: only used pages cost */
+    int high_fd;                  /* the highest descriptor ever tracked: what closefrom must clear */
+} bw = { .table_fd = -1, .window = 4.0 * 1024 * 1024, .scale = 1.0, .high_fd = -1 };
+int iez_bw_on;                    /* read without a lock on every read and write */
 
 static void sleep_until(uint64_t t);
 
@@ -113,12 +117,12 @@ static inline uint32_t get32(const unsigned char *p)
 
 static unsigned char *ost_slot(uint32_t index)
 {
-    return index < nost_slots ? table + BW_HEADER + (size_t)index * BW_SLOT : NULL;
+    return index < bw.nost_slots ? bw.table + BW_HEADER + (size_t)index * BW_SLOT : NULL;
 }
 
 static unsigned char *oss_slot(uint32_t k)
 {
-    return k < noss_slots ? table + BW_HEADER + ((size_t)nost_slots + k) * BW_SLOT : NULL;
+    return k < bw.noss_slots ? bw.table + BW_HEADER + ((size_t)bw.nost_slots + k) * BW_SLOT : NULL;
 }
 
 static double get_f64(const unsigned char *p)
@@ -150,24 +154,23 @@ static uint64_t class_key(const char *name)
  * however it ends. A process that finds every slot taken claims one no process holds: it takes
  * the write lock (granted only when no reader is left), renames the slot, clears its busy-until
  * times and turns its lock into a read lock. */
-static int table_fd = -1;
 
 static int slot_lock(uint32_t k, short type, int cmd)
 {
     struct flock fl = { .l_type = type, .l_whence = SEEK_SET, .l_len = 1, .l_pid = 0 };
-    fl.l_start = (off_t)(classes - table) + (off_t)k * BW_SLOT;
-    return fcntl(table_fd, cmd, &fl);
+    fl.l_start = (off_t)(bw.classes - bw.table) + (off_t)k * BW_SLOT;
+    return fcntl(bw.table_fd, cmd, &fl);
 }
 
 /* Holds slot k for key: 1 when it is this process's now. */
 static int hold(uint32_t k, uint64_t key)
 {
-    uint64_t *slot_key = (uint64_t *)(void *)(classes + (size_t)k * BW_SLOT);
-    if (table_fd >= 0 && slot_lock(k, F_RDLCK, F_OFD_SETLK) != 0)
+    uint64_t *slot_key = (uint64_t *)(void *)(bw.classes + (size_t)k * BW_SLOT);
+    if (bw.table_fd >= 0 && slot_lock(k, F_RDLCK, F_OFD_SETLK) != 0)
         return 0; /* being reclaimed this instant */
     if (__atomic_load_n(slot_key, __ATOMIC_ACQUIRE) == key)
         return 1;
-    if (table_fd >= 0)
+    if (bw.table_fd >= 0)
         slot_lock(k, F_UNLCK, F_OFD_SETLK);
     return 0;
 }
@@ -175,15 +178,15 @@ static int hold(uint32_t k, uint64_t key)
 /* Slot k, which no process holds, renamed key: 1 when it is this process's now. */
 static int reclaim(uint32_t k, uint64_t key)
 {
-    if (table_fd < 0 || slot_lock(k, F_WRLCK, F_OFD_SETLK) != 0)
+    if (bw.table_fd < 0 || slot_lock(k, F_WRLCK, F_OFD_SETLK) != 0)
         return 0;
-    uint64_t *slot_key = (uint64_t *)(void *)(classes + (size_t)k * BW_SLOT);
+    uint64_t *slot_key = (uint64_t *)(void *)(bw.classes + (size_t)k * BW_SLOT);
     __atomic_store_n(slot_key, key, __ATOMIC_RELEASE);
-    for (uint32_t server = 0; server < nost_slots + noss_slots; server++)
-        __atomic_store_n(&lanes[(size_t)server * nclasses + k], 0, __ATOMIC_RELAXED);
-    if (class_names)
+    for (uint32_t server = 0; server < bw.nost_slots + bw.noss_slots; server++)
+        __atomic_store_n(&bw.lanes[(size_t)server * bw.nclasses + k], 0, __ATOMIC_RELAXED);
+    if (bw.class_names)
         for (size_t j = 0; j < BW_NAME; j++)
-            __atomic_store_n(&class_names[(size_t)k * BW_NAME + j], 0, __ATOMIC_RELAXED);
+            __atomic_store_n(&bw.class_names[(size_t)k * BW_NAME + j], 0, __ATOMIC_RELAXED);
     return slot_lock(k, F_RDLCK, F_OFD_SETLK) == 0; /* the write lock becomes a read lock */
 }
 
@@ -192,7 +195,7 @@ static int reclaim(uint32_t k, uint64_t key)
 static void join_class(void)
 {
     const char *name = getenv("IEZ_IO_CLASS");
-    if (!name || !*name || !nclasses)
+    if (!name || !*name || !bw.nclasses)
         return;
     uint64_t key = class_key(name);
     double weight = 1.0, cap = 0.0;
@@ -215,19 +218,19 @@ static void join_class(void)
     }
     uint32_t mine = 0;
     for (int attempt = 0; attempt < 3 && !mine; attempt++) {
-        for (uint32_t k = 1; k < nclasses && !mine; k++) /* the class's own slot */
-            if (__atomic_load_n((uint64_t *)(void *)(classes + (size_t)k * BW_SLOT), __ATOMIC_ACQUIRE) == key &&
+        for (uint32_t k = 1; k < bw.nclasses && !mine; k++) /* the class's own slot */
+            if (__atomic_load_n((uint64_t *)(void *)(bw.classes + (size_t)k * BW_SLOT), __ATOMIC_ACQUIRE) == key &&
                 hold(k, key))
                 mine = k;
-        for (uint32_t k = 1; k < nclasses && !mine; k++) { /* a free one */
-            uint64_t *slot_key = (uint64_t *)(void *)(classes + (size_t)k * BW_SLOT);
+        for (uint32_t k = 1; k < bw.nclasses && !mine; k++) { /* a free one */
+            uint64_t *slot_key = (uint64_t *)(void *)(bw.classes + (size_t)k * BW_SLOT);
             uint64_t expected = 0;
             if (__atomic_compare_exchange_n(slot_key, &expected, key, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE) ||
                 expected == key)
                 if (hold(k, key))
                     mine = k;
         }
-        for (uint32_t k = 1; k < nclasses && !mine; k++) /* one no process holds */
+        for (uint32_t k = 1; k < bw.nclasses && !mine; k++) /* one no process holds */
             if (reclaim(k, key))
                 mine = k;
     }
@@ -235,17 +238,17 @@ static void join_class(void)
         iez_debug("IEZ_IO_CLASS=%s: every class slot of the bandwidth table is held: default class", name);
         return;
     }
-    if (class_names) { /* the name, for the emulated job_stats (the same bytes whoever writes it) */
-        unsigned char *n = class_names + (size_t)mine * BW_NAME;
+    if (bw.class_names) { /* the name, for the emulated job_stats (the same bytes whoever writes it) */
+        unsigned char *n = bw.class_names + (size_t)mine * BW_NAME;
         size_t len = strlen(name);
         if (len > BW_NAME - 1)
             len = BW_NAME - 1;
         for (size_t j = 0; j < len; j++)
             __atomic_store_n(&n[j], (unsigned char)name[j], __ATOMIC_RELAXED);
     }
-    put_f64(classes + (size_t)mine * BW_SLOT + 8, weight);
-    put_f64(classes + (size_t)mine * BW_SLOT + 16, cap);
-    my_class = mine;
+    put_f64(bw.classes + (size_t)mine * BW_SLOT + 8, weight);
+    put_f64(bw.classes + (size_t)mine * BW_SLOT + 16, cap);
+    bw.my_class = mine;
 }
 
 void iez_bw_load(const char *root)
@@ -267,7 +270,7 @@ void iez_bw_load(const char *root)
         p = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     int keep_fd = getenv("IEZ_IO_CLASS") && *getenv("IEZ_IO_CLASS") && p != MAP_FAILED;
     if (keep_fd)
-        table_fd = iez_fd_above(fd); /* its locks hold this process's class slot (join_class) */
+        bw.table_fd = iez_fd_above(fd); /* its locks hold this process's class slot (join_class) */
     else
         iez_sys_close(fd);
     if (p == MAP_FAILED) {
@@ -281,45 +284,45 @@ void iez_bw_load(const char *root)
         (uint64_t)st.st_size < BW_HEADER + ((uint64_t)no + ns + nc) * BW_SLOT + ((uint64_t)no + 2 * ns) * nc * 8) {
         iez_debug("IEZ_EMULATE=%s: %s is not a bandwidth table this libiez reads: I/O is not slowed", root, path);
         munmap(p, (size_t)st.st_size);
-        if (table_fd >= 0)
-            iez_sys_close(table_fd);
-        table_fd = -1;
+        if (bw.table_fd >= 0)
+            iez_sys_close(bw.table_fd);
+        bw.table_fd = -1;
         return;
     }
     void *f = mmap(NULL, sizeof(struct bw_file) * BW_FDS, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (f == MAP_FAILED) {
         munmap(p, (size_t)st.st_size);
-        if (table_fd >= 0)
-            iez_sys_close(table_fd);
-        table_fd = -1;
+        if (bw.table_fd >= 0)
+            iez_sys_close(bw.table_fd);
+        bw.table_fd = -1;
         return;
     }
     uint64_t w;
     memcpy(&w, t + 24, sizeof w);
     if (w > 0)
-        window = (double)w;
-    table = t;
-    nost_slots = no;
-    noss_slots = ns;
-    nclasses = nc;
-    classes = t + BW_HEADER + ((size_t)no + ns) * BW_SLOT;
-    lanes = (uint64_t *)(void *)(classes + (size_t)nc * BW_SLOT);
-    limits = (const unsigned char *)(lanes + ((size_t)no + ns) * nc);
+        bw.window = (double)w;
+    bw.table = t;
+    bw.nost_slots = no;
+    bw.noss_slots = ns;
+    bw.nclasses = nc;
+    bw.classes = t + BW_HEADER + ((size_t)no + ns) * BW_SLOT;
+    bw.lanes = (uint64_t *)(void *)(bw.classes + (size_t)nc * BW_SLOT);
+    bw.limits = (const unsigned char *)(bw.lanes + ((size_t)no + ns) * nc);
     {
         uint64_t base = BW_HEADER + ((uint64_t)no + ns + nc) * BW_SLOT + ((uint64_t)no + 2 * ns) * nc * 8;
         if ((uint64_t)st.st_size >= base + (uint64_t)nc * BW_NAME + (uint64_t)no * nc * 16) {
-            class_names = t + base;
-            job_bytes = (uint64_t *)(void *)(t + base + (size_t)nc * BW_NAME);
+            bw.class_names = t + base;
+            bw.job_bytes = (uint64_t *)(void *)(t + base + (size_t)nc * BW_NAME);
         }
     }
-    files = f;
+    bw.files = f;
     const char *wv = getenv("IEZ_EMULATE_WINDOW"); /* this process's bytes in flight per server */
     if (wv && *wv) {
         char *end;
         double v = strtod(wv, &end);
         if (*end == '\0' && v >= 0 && v <= 1e12)
-            window = v;
+            bw.window = v;
         else
             iez_debug("IEZ_EMULATE_WINDOW=%s is not a byte count: the table's window", wv);
     }
@@ -328,8 +331,8 @@ void iez_bw_load(const char *root)
         char *end;
         double v = strtod(k, &end);
         if (*end == '\0' && v >= 1 && v <= 1e6) {
-            scale = v;
-            window *= v; /* the client's bytes in flight stand for K times as many too */
+            bw.scale = v;
+            bw.window *= v; /* the client's bytes in flight stand for K times as many too */
         }
         else
             iez_debug("IEZ_EMULATE_SCALE=%s is not a number from 1 to 1000000: not scaled", k);
@@ -344,7 +347,7 @@ void iez_bw_opened(int fd)
     if (fd < 0 || fd >= BW_FDS)
         return;
     int saved = errno;
-    struct bw_file *bf = &files[fd];
+    struct bw_file *bf = &bw.files[fd];
     bf->active = 0;
     bf->pending = 0;
     char *text = iez_tmp_alloc(IEZ_TEMPLATE_MAX);
@@ -386,8 +389,8 @@ void iez_bw_opened(int fd)
             }
         }
         bf->active = ok;
-        if (ok && fd > __atomic_load_n(&high_fd, __ATOMIC_RELAXED))
-            __atomic_store_n(&high_fd, fd, __ATOMIC_RELAXED);
+        if (ok && fd > __atomic_load_n(&bw.high_fd, __ATOMIC_RELAXED))
+            __atomic_store_n(&bw.high_fd, fd, __ATOMIC_RELAXED);
         if (!ok)
             iez_debug("descriptor %d: a layout wider than emulated bandwidth follows: not slowed", fd);
     }
@@ -398,18 +401,18 @@ void iez_bw_opened(int fd)
 void iez_bw_copied(int oldfd, int newfd)
 {
     if (oldfd >= 0 && oldfd < BW_FDS && newfd >= 0 && newfd < BW_FDS && oldfd != newfd) {
-        files[newfd] = files[oldfd];
-        if (files[newfd].active && newfd > __atomic_load_n(&high_fd, __ATOMIC_RELAXED))
-            __atomic_store_n(&high_fd, newfd, __ATOMIC_RELAXED);
+        bw.files[newfd] = bw.files[oldfd];
+        if (bw.files[newfd].active && newfd > __atomic_load_n(&bw.high_fd, __ATOMIC_RELAXED))
+            __atomic_store_n(&bw.high_fd, newfd, __ATOMIC_RELAXED);
     }
 }
 
 void iez_bw_forget(int fd)
 {
-    if (fd >= 0 && fd < BW_FDS && files[fd].active) {
+    if (fd >= 0 && fd < BW_FDS && bw.files[fd].active) {
         int saved = errno;
-        files[fd].active = 0;
-        sleep_until(files[fd].pending); /* close returns when what it sent is served */
+        bw.files[fd].active = 0;
+        sleep_until(bw.files[fd].pending); /* close returns when what it sent is served */
         errno = saved;
     }
 }
@@ -418,9 +421,9 @@ void iez_bw_forget_range(unsigned first, unsigned last)
 {
     /* only up to the highest descriptor ever tracked: closefrom(3) must not touch (and so allocate)
      * the whole 65,536-entry table */
-    int high = __atomic_load_n(&high_fd, __ATOMIC_RELAXED);
+    int high = __atomic_load_n(&bw.high_fd, __ATOMIC_RELAXED);
     for (unsigned fd = first; (int)fd <= high && fd <= last; fd++)
-        files[fd].active = 0;
+        bw.files[fd].active = 0;
 }
 
 static uint64_t now_ns(void)
@@ -437,17 +440,17 @@ static double class_rate(uint32_t server, uint32_t c, double rate, uint64_t now)
     double weight[256], cap[256];
     uint32_t who[256];
     int n = 0;
-    const uint64_t *lane = lanes + (size_t)server * nclasses;
-    for (uint32_t k = 0; k < nclasses; k++) {
+    const uint64_t *lane = bw.lanes + (size_t)server * bw.nclasses;
+    for (uint32_t k = 0; k < bw.nclasses; k++) {
         if (k != c && __atomic_load_n(&lane[k], __ATOMIC_RELAXED) <= now)
             continue; /* idle here: takes nothing */
-        const unsigned char *slot = classes + (size_t)k * BW_SLOT;
+        const unsigned char *slot = bw.classes + (size_t)k * BW_SLOT;
         double w = get_f64(slot + 8), f = get_f64(slot + 16);
         weight[n] = w > 0 ? w : 1.0;
         cap[n] = f > 0 && f <= 1 ? f * rate : rate;
-        if (server >= nost_slots) { /* an OSS's TBF rule limits the class's rate through its ost_io service */
+        if (server >= bw.nost_slots) { /* an OSS's TBF rule limits the class's rate through its ost_io service */
             double tbf;
-            memcpy(&tbf, limits + ((size_t)(server - nost_slots) * nclasses + k) * 8, sizeof tbf);
+            memcpy(&tbf, bw.limits + ((size_t)(server - bw.nost_slots) * bw.nclasses + k) * 8, sizeof tbf);
             if (tbf > 0 && tbf < cap[n])
                 cap[n] = tbf;
         }
@@ -491,23 +494,23 @@ static uint64_t reserve(uint32_t server, unsigned char *slot, uint64_t bytes, ui
     *ret = start;
     if (!(rate > 0) || !(get32(slot + 12) & 1))
         return start;
-    double r = class_rate(server, my_class, rate, start);
+    double r = class_rate(server, bw.my_class, rate, start);
     uint64_t need = (uint64_t)((double)bytes / r * 1e9);
-    uint64_t *busy = lanes + (size_t)server * nclasses + my_class;
+    uint64_t *busy = bw.lanes + (size_t)server * bw.nclasses + bw.my_class;
     uint64_t old = __atomic_load_n(busy, __ATOMIC_RELAXED), end;
     /* A busy-until beyond what the bytes in flight could justify is not trusted (issue 31 item 3): a
      * table kept across a reboot (CLOCK_MONOTONIC restarts), processes in another time namespace, a
      * corrupted table. Legitimately a lane is at most every writer's window ahead: BW_TRUSTED_WRITERS
      * windows at this class's rate, and never less than BW_TRUSTED_MIN_S. Past that the lane starts
      * afresh at `start`, so a call never waits longer than its own bytes plus that backlog. */
-    double trusted_s = (double)BW_TRUSTED_WRITERS * window / r;
+    double trusted_s = (double)BW_TRUSTED_WRITERS * bw.window / r;
     if (trusted_s < BW_TRUSTED_MIN_S)
         trusted_s = BW_TRUSTED_MIN_S;
     uint64_t horizon = start + (uint64_t)(trusted_s * 1e9);
     do {
         end = (old > start && old <= horizon ? old : start) + need;
     } while (!__atomic_compare_exchange_n(busy, &old, end, 1, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED));
-    uint64_t slack = (uint64_t)(window / r * 1e9);
+    uint64_t slack = (uint64_t)(bw.window / r * 1e9);
     *ret = end > start + slack ? end - slack : start;
     return end;
 }
@@ -543,9 +546,9 @@ static void sleep_until(uint64_t t)
 
 int iez_bw_set_mirror(int fd, unsigned long mirror)
 {
-    if (fd < 0 || fd >= BW_FDS || !files[fd].active)
+    if (fd < 0 || fd >= BW_FDS || !bw.files[fd].active)
         return -1;
-    struct bw_file *bf = &files[fd];
+    struct bw_file *bf = &bw.files[fd];
     for (int c = 0; c < bf->ncomps; c++)
         if (bf->comps[c].mirror && bf->comps[c].mirror == mirror) {
             bf->read_mirror = bf->write_mirror = (unsigned char)mirror;
@@ -567,11 +570,11 @@ static void reserve_io(void *p)
     int fd = a->fd, writing = a->writing;
     int64_t off = a->off, len = a->len;
     uint64_t started_ns = a->started_ns;
-    const struct bw_file *bf = &files[fd];
+    const struct bw_file *bf = &bw.files[fd];
     uint64_t per[BW_OSTS] = { 0 };
-    if (scale != 1.0) {
-        off = (int64_t)((double)off * scale);
-        len = (int64_t)((double)len * scale);
+    if (bw.scale != 1.0) {
+        off = (int64_t)((double)off * bw.scale);
+        len = (int64_t)((double)len * bw.scale);
     }
     unsigned char mirror = writing ? bf->write_mirror : bf->read_mirror;
     for (int c = 0; c < bf->ncomps; c++)
@@ -594,8 +597,8 @@ static void reserve_io(void *p)
         /* the OST counts what it served, as an obdfilter's read_bytes/write_bytes do (the emulator
          * publishes them in the OST's stats file, so the agents and the MDS see real traffic) */
         __atomic_add_fetch((uint64_t *)(void *)(slot + (writing ? 24 : 16)), per[i], __ATOMIC_RELAXED);
-        if (job_bytes) /* and per job (I/O class), as its job_stats do */
-            __atomic_add_fetch(&job_bytes[((size_t)bf->osts[i] * nclasses + my_class) * 2 + (writing ? 1 : 0)],
+        if (bw.job_bytes) /* and per job (I/O class), as its job_stats do */
+            __atomic_add_fetch(&bw.job_bytes[((size_t)bf->osts[i] * bw.nclasses + bw.my_class) * 2 + (writing ? 1 : 0)],
                                per[i], __ATOMIC_RELAXED);
         uint64_t end = reserve(bf->osts[i], slot, per[i], started_ns, &ret);
         if (end > done)
@@ -614,14 +617,14 @@ static void reserve_io(void *p)
     for (int k = 0; k < noss; k++) {
         unsigned char *slot = oss_slot(oss_ids[k]);
         if (slot) {
-            uint64_t end = reserve(nost_slots + oss_ids[k], slot, oss_bytes[k], started_ns, &ret);
+            uint64_t end = reserve(bw.nost_slots + oss_ids[k], slot, oss_bytes[k], started_ns, &ret);
             if (end > done)
                 done = end;
             if (ret > go_on)
                 go_on = ret;
         }
     }
-    struct bw_file *w = &files[fd];
+    struct bw_file *w = &bw.files[fd];
     if (done > w->pending)
         w->pending = done;
     a->go_on = go_on;
@@ -629,7 +632,7 @@ static void reserve_io(void *p)
 
 void iez_bw_io(int fd, int64_t off, int64_t len, uint64_t started_ns, int writing)
 {
-    if (fd < 0 || fd >= BW_FDS || len <= 0 || off < 0 || !files[fd].active)
+    if (fd < 0 || fd >= BW_FDS || len <= 0 || off < 0 || !bw.files[fd].active)
         return;
     int saved = errno;
     struct io_args a = { fd, writing, off, len, started_ns, started_ns };
@@ -646,5 +649,5 @@ uint64_t iez_bw_now(void)
 
 int iez_bw_tracked(int fd)
 {
-    return iez_bw_on && fd >= 0 && fd < BW_FDS && files[fd].active;
+    return iez_bw_on && fd >= 0 && fd < BW_FDS && bw.files[fd].active;
 }

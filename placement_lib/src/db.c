@@ -21,17 +21,23 @@
 #include <sys/stat.h>
 #include <time.h>
 
-static pthread_mutex_t db_lock = PTHREAD_MUTEX_INITIALIZER;
 int iez_db_connect_late;
 const char *iez_db_watched;  /* the SQLite DB's base name while libiez's connection is open, else NULL */
-static dev_t db_dev;         /* and its file */
-static ino_t db_ino;
-static const struct iez_backend *backend;
-static void *conn;
-static int disabled;
-static const char *off_why; /* why a fork child makes no direct lookup, NULL when it may */
-static int fork_locked;     /* the fork handler holds db_lock */
-static int fork_threads;    /* threads of the forking process, -1 unknown */
+
+/* The module's state; out of it, what the other modules read (iez.h). */
+static struct {
+    pthread_mutex_t lock;
+    dev_t watched_dev;           /* the file of iez_db_watched */
+    ino_t watched_ino;
+    const struct iez_backend *backend;
+    void *conn;
+    int disabled;
+    const char *off_why;         /* why a fork child makes no direct lookup, NULL when it may */
+    int fork_locked;             /* the fork handler holds the lock */
+    int fork_threads;            /* threads of the forking process, -1 unknown */
+    pthread_mutex_t q_lock;      /* the queue of threads waiting for the lock (below) */
+    struct db_request *q_head, *q_tail;
+} db_state = { .lock = PTHREAD_MUTEX_INITIALIZER, .q_lock = PTHREAD_MUTEX_INITIALIZER };
 
 static int hexval(char c)
 {
@@ -174,7 +180,7 @@ static int lock_until(double deadline)
     long long ns = (long long)ts.tv_nsec + (long long)(left * 1e9);
     ts.tv_sec += (time_t)(ns / 1000000000LL);
     ts.tv_nsec = (long)(ns % 1000000000LL);
-    return pthread_mutex_clocklock(&db_lock, CLOCK_MONOTONIC, &ts);
+    return pthread_mutex_clocklock(&db_state.lock, CLOCK_MONOTONIC, &ts);
 }
 
 int iez_db_lookup(const char *abspath, struct iez_alloc *out)
@@ -182,7 +188,7 @@ int iez_db_lookup(const char *abspath, struct iez_alloc *out)
     return iez_db_lookup_until(abspath, out, iez_mono() + iez_cfg()->timeout_ms / 1000.0);
 }
 
-/* ---- lookups behind db_lock, served by whichever thread holds it ---------------------------------
+/* ---- lookups behind db_state.lock, served by whichever thread holds it ---------------------------------
  * One connection per process serves every thread, one lookup at a time. Taking turns on a mutex made
  * many threads at once lose their creates' time to each other (the lock went to whichever thread the
  * scheduler ran next, a waiter had to be woken and run for every single lookup): with 64 threads x 50
@@ -191,24 +197,22 @@ int iez_db_lookup(const char *abspath, struct iez_alloc *out)
  * makes the queued ones in order within its own create's deadline, hands each its result, and
  * when it stops wakes the first one still queued, which takes the lock and goes on. A queued lookup
  * whose deadline passes is withdrawn (an error for that create only, as before); one being made is
- * waited for (the holder makes it within that same deadline). Every release of db_lock goes through
- * db_unlock, under q_lock, so a queued thread is never left asleep with the lock free. */
+ * waited for (the holder makes it within that same deadline). Every release of db_state.lock goes through
+ * db_unlock, under db_state.q_lock, so a queued thread is never left asleep with the lock free. */
 struct db_request {
     const char *abspath;
     struct iez_alloc *out;
     double deadline;
     int state, rc;
-    pthread_cond_t wake; /* signalled under q_lock: done, or the lock may be free */
+    pthread_cond_t wake; /* signalled under db_state.q_lock: done, or the lock may be free */
     struct db_request *next;
 };
 enum { REQ_QUEUED, REQ_TAKEN, REQ_DONE };
-static pthread_mutex_t q_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct db_request *q_head, *q_tail;
 
-/* Under q_lock. */
+/* Under db_state.q_lock. */
 static void dequeue(struct db_request *r)
 {
-    struct db_request **at = &q_head, *prev = NULL;
+    struct db_request **at = &db_state.q_head, *prev = NULL;
     while (*at && *at != r) {
         prev = *at;
         at = &(*at)->next;
@@ -216,52 +220,52 @@ static void dequeue(struct db_request *r)
     if (!*at)
         return;
     *at = r->next;
-    if (q_tail == r)
-        q_tail = prev;
+    if (db_state.q_tail == r)
+        db_state.q_tail = prev;
     r->next = NULL;
 }
 
 static void db_unlock(void)
 {
-    pthread_mutex_lock(&q_lock);
-    if (q_head)
-        pthread_cond_signal(&q_head->wake); /* it takes the lock over */
-    pthread_mutex_unlock(&db_lock);
-    pthread_mutex_unlock(&q_lock);
+    pthread_mutex_lock(&db_state.q_lock);
+    if (db_state.q_head)
+        pthread_cond_signal(&db_state.q_head->wake); /* it takes the lock over */
+    pthread_mutex_unlock(&db_state.lock);
+    pthread_mutex_unlock(&db_state.q_lock);
 }
 
 static int lookup_locked(const struct iez_config *c, const char *abspath, struct iez_alloc *out, double deadline);
 
 /* The connection was made (once per process): the lookups queued meanwhile waited for it, not for other
- * threads' lookups, and get that time back. Called with db_lock held. */
+ * threads' lookups, and get that time back. Called with db_state.lock held. */
 static void extend_queued(double took)
 {
-    pthread_mutex_lock(&q_lock);
-    for (struct db_request *r = q_head; r; r = r->next)
+    pthread_mutex_lock(&db_state.q_lock);
+    for (struct db_request *r = db_state.q_head; r; r = r->next)
         r->deadline += took;
-    pthread_mutex_unlock(&q_lock);
+    pthread_mutex_unlock(&db_state.q_lock);
 }
 
-/* The holder of db_lock: the queued lookups while its own create's deadline allows; then db_lock goes. */
+/* The holder of db_state.lock: the queued lookups while its own create's deadline allows; then db_state.lock goes. */
 static void serve_queue(const struct iez_config *c, double own_deadline)
 {
-    pthread_mutex_lock(&q_lock);
-    while (q_head && iez_mono() < own_deadline) {
-        struct db_request *r = q_head;
+    pthread_mutex_lock(&db_state.q_lock);
+    while (db_state.q_head && iez_mono() < own_deadline) {
+        struct db_request *r = db_state.q_head;
         dequeue(r);
         r->state = REQ_TAKEN;
-        pthread_mutex_unlock(&q_lock);
+        pthread_mutex_unlock(&db_state.q_lock);
         /* within both creates' deadlines: the holder's own call returns by its IEZ_TIMEOUT_MS too */
         int rc = lookup_locked(c, r->abspath, r->out, r->deadline < own_deadline ? r->deadline : own_deadline);
-        pthread_mutex_lock(&q_lock);
+        pthread_mutex_lock(&db_state.q_lock);
         r->rc = rc;
         r->state = REQ_DONE;
         pthread_cond_signal(&r->wake);
     }
-    if (q_head)
-        pthread_cond_signal(&q_head->wake);
-    pthread_mutex_unlock(&db_lock);
-    pthread_mutex_unlock(&q_lock);
+    if (db_state.q_head)
+        pthread_cond_signal(&db_state.q_head->wake);
+    pthread_mutex_unlock(&db_state.lock);
+    pthread_mutex_unlock(&db_state.q_lock);
 }
 
 int iez_db_lookup_until(const char *abspath, struct iez_alloc *out, double deadline)
@@ -270,27 +274,27 @@ int iez_db_lookup_until(const char *abspath, struct iez_alloc *out, double deadl
     int from_map = iez_map_lookup(abspath, out); /* IEZ_MAP first: no lock, no allocation (map.c) */
     if (from_map != IEZ_MAP_NONE)
         return from_map;
-    if (__atomic_load_n(&disabled, __ATOMIC_RELAXED))
+    if (__atomic_load_n(&db_state.disabled, __ATOMIC_RELAXED))
         return IEZ_LOOKUP_ERROR;
     if (!iez_is_owner()) {
         /* a vfork() child: the parent's memory, the parent's connection, another descriptor table */
         iez_debug("no DB lookup of %s in a vfork() child (a layout map would answer)", abspath);
         return IEZ_LOOKUP_ERROR;
     }
-    if (pthread_mutex_trylock(&db_lock) != 0) {
+    if (pthread_mutex_trylock(&db_state.lock) != 0) {
         struct db_request me = { abspath, out, deadline, REQ_QUEUED, IEZ_LOOKUP_ERROR, PTHREAD_COND_INITIALIZER,
                                  NULL };
-        pthread_mutex_lock(&q_lock);
-        if (q_tail)
-            q_tail->next = &me;
+        pthread_mutex_lock(&db_state.q_lock);
+        if (db_state.q_tail)
+            db_state.q_tail->next = &me;
         else
-            q_head = &me;
-        q_tail = &me;
+            db_state.q_head = &me;
+        db_state.q_tail = &me;
         int holder = 0;
         for (;;) {
             if (me.state == REQ_DONE)
                 break;
-            if (me.state == REQ_QUEUED && pthread_mutex_trylock(&db_lock) == 0) {
+            if (me.state == REQ_QUEUED && pthread_mutex_trylock(&db_state.lock) == 0) {
                 dequeue(&me);
                 holder = 1;
                 deadline = me.deadline; /* moved on by a connection made meanwhile */
@@ -299,16 +303,16 @@ int iez_db_lookup_until(const char *abspath, struct iez_alloc *out, double deadl
             double now = iez_mono();
             if (me.state == REQ_QUEUED && now >= me.deadline) {
                 dequeue(&me);
-                if (q_head)
-                    pthread_cond_signal(&q_head->wake); /* in case this one was woken to take the lock */
+                if (db_state.q_head)
+                    pthread_cond_signal(&db_state.q_head->wake); /* in case this one was woken to take the lock */
                 break;
             }
             /* queued: until the deadline; being made: the holder finishes it within that deadline */
             double until = me.state == REQ_QUEUED ? me.deadline : now + 0.01;
             struct timespec ts = { (time_t)until, (long)((until - (double)(time_t)until) * 1e9) };
-            pthread_cond_clockwait(&me.wake, &q_lock, CLOCK_MONOTONIC, &ts);
+            pthread_cond_clockwait(&me.wake, &db_state.q_lock, CLOCK_MONOTONIC, &ts);
         }
-        pthread_mutex_unlock(&q_lock);
+        pthread_mutex_unlock(&db_state.q_lock);
         pthread_cond_destroy(&me.wake);
         if (!holder) {
             if (me.state != REQ_DONE)
@@ -321,12 +325,12 @@ int iez_db_lookup_until(const char *abspath, struct iez_alloc *out, double deadl
     return rc;
 }
 
-/* One lookup, db_lock held. */
+/* One lookup, db_state.lock held. */
 static int lookup_locked(const struct iez_config *c, const char *abspath, struct iez_alloc *out, double deadline)
 {
     int rc = IEZ_LOOKUP_ERROR;
     iez_hide_fds++;
-    if (disabled)
+    if (db_state.disabled)
         goto out;
     /* when the lock came, how much of this create's time the DB itself gets (issue 31 item 7) */
     double got = iez_mono();
@@ -334,37 +338,37 @@ static int lookup_locked(const struct iez_config *c, const char *abspath, struct
         iez_debug("lookup of %s: other threads' lookups took the create's IEZ_TIMEOUT_MS", abspath);
         goto out; /* this create only: the DB was not even asked */
     }
-    if (off_why) {
-        iez_debug("no DB lookups in this process: %s (a layout map would answer)", off_why);
-        disabled = 1;
+    if (db_state.off_why) {
+        iez_debug("no DB lookups in this process: %s (a layout map would answer)", db_state.off_why);
+        db_state.disabled = 1;
         goto out;
     }
-    if (!backend)
-        backend = choose(c);
-    if (!backend->connect) {
-        iez_debug("IEZ_DB=%s needs the %s backend, which this libiez was built without", c->db, backend->name);
-        disabled = 1;
+    if (!db_state.backend)
+        db_state.backend = choose(c);
+    if (!db_state.backend->connect) {
+        iez_debug("IEZ_DB=%s needs the %s backend, which this libiez was built without", c->db, db_state.backend->name);
+        db_state.disabled = 1;
         goto out;
     }
-    if (conn && !iez_fds_intact()) {
+    if (db_state.conn && !iez_fds_intact()) {
         /* the application closed or replaced a descriptor of the connection (close_range, dup2):
          * forgotten without a call on it, so nothing touches what is now the application's */
-        conn = NULL;
+        db_state.conn = NULL;
         iez_fd_forget_all();
-        if (backend == &iez_sqlite_backend) {
+        if (db_state.backend == &iez_sqlite_backend) {
             /* SQLite keeps per-file state for the whole process (locks, the WAL index and their
              * descriptors): a new connection to the same file would use the lost ones */
             iez_debug("the SQLite connection lost its descriptors: lookups are off for this process");
-            disabled = 1;
+            db_state.disabled = 1;
             goto out;
         }
     }
-    if (!conn) {
+    if (!db_state.conn) {
         double cpu = thread_cpu(), began = iez_mono();
         iez_db_connect_late = 0;
-        conn = backend->connect(c, deadline);
-        int late = !conn && iez_db_connect_late && thread_cpu() - cpu < c->timeout_ms / 2000.0;
-        if (conn || late)
+        db_state.conn = db_state.backend->connect(c, deadline);
+        int late = !db_state.conn && iez_db_connect_late && thread_cpu() - cpu < c->timeout_ms / 2000.0;
+        if (db_state.conn || late)
             extend_queued(iez_mono() - began); /* the queued lookups waited for the connection, not for lookups */
         if (late) {
             /* SQLite's first read of the schema stopped at the deadline, having used less than half of
@@ -374,21 +378,21 @@ static int lookup_locked(const struct iez_config *c, const char *abspath, struct
             iez_debug("connecting to %s ran out of the create's IEZ_TIMEOUT_MS: this create only", c->db);
             goto out;
         }
-        if (!conn) {
+        if (!db_state.conn) {
             iez_debug("cannot use the interaction DB %s: lookups are off for this process", c->db);
-            disabled = 1;
+            db_state.disabled = 1;
             goto out;
         }
         struct stat st;
-        if (backend == &iez_sqlite_backend && stat(c->db_file, &st) == 0) {
-            db_dev = st.st_dev;
-            db_ino = st.st_ino;
+        if (db_state.backend == &iez_sqlite_backend && stat(c->db_file, &st) == 0) {
+            db_state.watched_dev = st.st_dev;
+            db_state.watched_ino = st.st_ino;
             const char *slash = strrchr(c->db_file, '/');
             __atomic_store_n(&iez_db_watched, slash ? slash + 1 : c->db_file, __ATOMIC_RELEASE);
         }
     }
     double cpu = thread_cpu();
-    rc = backend->lookup(conn, abspath, out, deadline);
+    rc = db_state.backend->lookup(db_state.conn, abspath, out, deadline);
     if (rc == IEZ_LOOKUP_LATE) {
         rc = IEZ_LOOKUP_ERROR;
         if (thread_cpu() - cpu < c->timeout_ms / 2000.0) {
@@ -400,14 +404,14 @@ static int lookup_locked(const struct iez_config *c, const char *abspath, struct
             goto out;
         }
     }
-    if (rc == IEZ_LOOKUP_ERROR && backend == &iez_mariadb_backend && iez_mono() < deadline) {
+    if (rc == IEZ_LOOKUP_ERROR && db_state.backend == &iez_mariadb_backend && iez_mono() < deadline) {
         /* The server may have restarted since the last lookup: one new connection, same deadline. */
-        backend->abandon(conn);
-        conn = backend->connect(c, deadline);
-        if (conn)
-            rc = backend->lookup(conn, abspath, out, deadline);
+        db_state.backend->abandon(db_state.conn);
+        db_state.conn = db_state.backend->connect(c, deadline);
+        if (db_state.conn)
+            rc = db_state.backend->lookup(db_state.conn, abspath, out, deadline);
     }
-    if (rc == IEZ_LOOKUP_ERROR && backend == &iez_sqlite_backend && iez_mono() >= deadline &&
+    if (rc == IEZ_LOOKUP_ERROR && db_state.backend == &iez_sqlite_backend && iez_mono() >= deadline &&
         iez_mono() - got < c->timeout_ms / 1000.0) {
         /* The create's time ran out in SQLite's busy handler (another process's lock), but part of it
          * went to waiting for other threads' lookups: the DB did not itself take IEZ_TIMEOUT_MS, so this
@@ -418,7 +422,7 @@ static int lookup_locked(const struct iez_config *c, const char *abspath, struct
                   "lookups: this create only", abspath);
     } else if (rc == IEZ_LOOKUP_ERROR) {
         iez_debug("lookup of %s failed: lookups are off for this process", abspath);
-        disabled = 1;
+        db_state.disabled = 1;
     }
 out:
     iez_hide_fds--;
@@ -430,14 +434,14 @@ static void release_for_emfile(void *p)
     int *released = p;
     if (lock_until(iez_mono() + iez_cfg()->timeout_ms / 1000.0) != 0)
         return;
-    if (conn && iez_fds_in_range() && iez_fds_intact()) {
+    if (db_state.conn && iez_fds_in_range() && iez_fds_intact()) {
         iez_hide_fds++;
-        backend->close(conn);
+        db_state.backend->close(db_state.conn);
         iez_hide_fds--;
-        conn = NULL;
+        db_state.conn = NULL;
         iez_db_watched = NULL;
         iez_fd_forget_all();
-        disabled = 1;
+        db_state.disabled = 1;
         *released = 1;
         iez_debug("the application ran out of descriptors: the DB connection gave its own back, lookups are off");
     }
@@ -453,15 +457,15 @@ static void step_aside(void *p)
 {
     int fd = *(int *)p;
     struct stat st;
-    if (fstat(fd, &st) != 0 || st.st_dev != db_dev || st.st_ino != db_ino)
+    if (fstat(fd, &st) != 0 || st.st_dev != db_state.watched_dev || st.st_ino != db_state.watched_ino)
         return;
     if (lock_until(iez_mono() + iez_cfg()->timeout_ms / 1000.0) != 0)
         return;
-    if (conn && backend == &iez_sqlite_backend && iez_fds_intact()) {
-        backend->close(conn);
-        conn = NULL;
+    if (db_state.conn && db_state.backend == &iez_sqlite_backend && iez_fds_intact()) {
+        db_state.backend->close(db_state.conn);
+        db_state.conn = NULL;
         iez_fd_forget_all();
-        disabled = 1;
+        db_state.disabled = 1;
         __atomic_store_n(&iez_db_watched, NULL, __ATOMIC_RELEASE);
         iez_debug("the application opened the interaction DB itself: libiez closed its connection, lookups are off");
     }
@@ -481,7 +485,7 @@ void iez_db_app_opened(const char *path, int fd)
 
 int iez_db_release_for_emfile(void)
 {
-    if (!__atomic_load_n(&conn, __ATOMIC_RELAXED) || !iez_is_owner())
+    if (!__atomic_load_n(&db_state.conn, __ATOMIC_RELAXED) || !iez_is_owner())
         return 0;
     int saved = errno, released = 0;
     iez_on_stack(release_for_emfile, &released); /* closing a DB connection: libiez's stack */
@@ -505,41 +509,41 @@ static int count_threads(void)
 void iez_db_atfork_prepare(void)
 {
     const struct iez_config *c = iez_cfg();
-    fork_threads = 1;
-    fork_locked = 0;
-    if (c->mode != IEZ_MODE_PLACE || __atomic_load_n(&disabled, __ATOMIC_RELAXED))
+    db_state.fork_threads = 1;
+    db_state.fork_locked = 0;
+    if (c->mode != IEZ_MODE_PLACE || __atomic_load_n(&db_state.disabled, __ATOMIC_RELAXED))
         return; /* no direct lookup to protect */
-    fork_threads = count_threads();
-    fork_locked = lock_until(iez_mono() + c->timeout_ms / 1000.0) == 0;
+    db_state.fork_threads = count_threads();
+    db_state.fork_locked = lock_until(iez_mono() + c->timeout_ms / 1000.0) == 0;
 }
 
 void iez_db_atfork_parent(void)
 {
-    if (fork_locked)
+    if (db_state.fork_locked)
         db_unlock();
 }
 
 void iez_db_atfork_child(void)
 {
-    if (iez_cfg()->mode != IEZ_MODE_PLACE || disabled)
+    if (iez_cfg()->mode != IEZ_MODE_PLACE || db_state.disabled)
         return;
-    /* queued lookups are other threads', which do not exist here (and one may have held q_lock) */
-    pthread_mutex_init(&q_lock, NULL);
-    q_head = q_tail = NULL;
-    if (fork_locked) {
-        if (conn && backend && backend->abandon)
-            backend->abandon(conn);
-        pthread_mutex_unlock(&db_lock);
+    /* queued lookups are other threads', which do not exist here (and one may have held db_state.q_lock) */
+    pthread_mutex_init(&db_state.q_lock, NULL);
+    db_state.q_head = db_state.q_tail = NULL;
+    if (db_state.fork_locked) {
+        if (db_state.conn && db_state.backend && db_state.backend->abandon)
+            db_state.backend->abandon(db_state.conn);
+        pthread_mutex_unlock(&db_state.lock);
     } else {
         /* held by a thread that does not exist here, mid-lookup: nothing behind it can be trusted */
-        pthread_mutex_init(&db_lock, NULL);
-        off_why = "forked while another thread was looking up";
+        pthread_mutex_init(&db_state.lock, NULL);
+        db_state.off_why = "forked while another thread was looking up";
     }
-    conn = NULL;
+    db_state.conn = NULL;
     iez_db_watched = NULL;
-    if (backend != &iez_sqlite_backend)
+    if (db_state.backend != &iez_sqlite_backend)
         iez_fd_forget_all(); /* SQLite's stay recorded: its abandon closes them at the next connect */
-    if (!off_why && fork_threads != 1)
-        off_why = fork_threads < 0 ? "forked by a process whose threads cannot be counted (no /proc)"
+    if (!db_state.off_why && db_state.fork_threads != 1)
+        db_state.off_why = db_state.fork_threads < 0 ? "forked by a process whose threads cannot be counted (no /proc)"
                                    : "forked while other threads ran (SQLite's or the resolver's locks may be held)";
 }

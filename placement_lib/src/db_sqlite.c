@@ -44,9 +44,12 @@ struct sqlite_conn {
     double deadline;
 };
 
-static int hooked;                   /* the private copy's system calls are libiez's (under the DB lock) */
-static struct sqlite_conn *inherited; /* the connection of the parent of this fork() child, to close */
-static int disposing;                /* closing it: its locks are the parent's too (shared descriptions) */
+/* The module's state (all of it under the DB lock, db.c). */
+static struct {
+    int hooked;                   /* the private copy's system calls are libiez's */
+    struct sqlite_conn *inherited; /* the connection of the parent of this fork() child, to close */
+    int disposing;                /* closing it: its locks are the parent's too (shared descriptions) */
+} sq;
 
 static int hook_open(const char *path, int flags, int mode)
 {
@@ -80,7 +83,7 @@ static int hook_fcntl(int fd, int cmd, ...)
     va_end(ap);
     int ofd = cmd == F_SETLK ? F_OFD_SETLK : cmd == F_SETLKW ? F_OFD_SETLKW : cmd == F_GETLK ? F_OFD_GETLK : 0;
     if (ofd) {
-        if (disposing && ofd != F_OFD_GETLK)
+        if (sq.disposing && ofd != F_OFD_GETLK)
             return 0; /* the parent's locks: a fork() child's close must not release them */
         ((struct flock *)arg)->l_pid = 0; /* F_OFD_* require it; SQLite leaves it unset */
         cmd = ofd;
@@ -102,8 +105,10 @@ static int hook_fcntl(int fd, int cmd, ...)
 struct pool_block {
     struct pool_block *next;
 };
-static struct pool_block *pool_free[POOL_MAX_SHIFT + 1];
-static unsigned char *pool_next, *pool_end;
+static struct {
+    struct pool_block *free[POOL_MAX_SHIFT + 1];
+    unsigned char *next, *end;
+} pool;
 
 static unsigned pool_class(size_t n)
 {
@@ -128,20 +133,20 @@ static void *pool_malloc(int n)
         ((uint64_t *)b)[1] = len;
         return b + POOL_HEAD;
     }
-    if (pool_free[k]) {
-        b = (unsigned char *)pool_free[k];
-        pool_free[k] = pool_free[k]->next;
+    if (pool.free[k]) {
+        b = (unsigned char *)pool.free[k];
+        pool.free[k] = pool.free[k]->next;
     } else {
         size_t size = (size_t)1 << k;
-        if ((size_t)(pool_end - pool_next) < size) {
+        if ((size_t)(pool.end - pool.next) < size) {
             unsigned char *r = mmap(NULL, POOL_REGION, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
             if (r == MAP_FAILED)
                 return NULL;
-            pool_next = r; /* the rest of the old region is left unused */
-            pool_end = r + POOL_REGION;
+            pool.next = r; /* the rest of the old region is left unused */
+            pool.end = r + POOL_REGION;
         }
-        b = pool_next;
-        pool_next += size;
+        b = pool.next;
+        pool.next += size;
     }
     ((uint64_t *)b)[0] = k;
     ((uint64_t *)b)[1] = ((size_t)1 << k) - POOL_HEAD;
@@ -159,8 +164,8 @@ static void pool_free_block(void *p)
         return;
     }
     struct pool_block *f = (struct pool_block *)b;
-    f->next = pool_free[k];
-    pool_free[k] = f;
+    f->next = pool.free[k];
+    pool.free[k] = f;
 }
 
 static int pool_size(void *p)
@@ -201,7 +206,7 @@ static const sqlite3_mem_methods pool_methods = { pool_malloc, pool_free_block, 
 /* Once, before the first connection: SQLite reads its system-call table at each call. */
 static int hook(void)
 {
-    if (hooked)
+    if (sq.hooked)
         return 0;
     static int configured;
     if (!configured) {
@@ -224,7 +229,7 @@ static int hook(void)
         if (fn)
             vfs->xSetSystemCall(vfs, *name, (sqlite3_syscall_ptr)fn); /* NOTFOUND: not in this build */
     }
-    hooked = 1;
+    sq.hooked = 1;
     return 0;
 }
 
@@ -260,7 +265,7 @@ static void sqlite_close(void *arg)
 
 static void *sqlite_connect(const struct iez_config *cfg, double deadline)
 {
-    if (inherited) {
+    if (sq.inherited) {
         /* SQLite keeps per-file state (locks, the WAL index, descriptors) for the whole copy: the
          * parent's connection is closed first, without touching the locks its descriptions hold -
          * unless the application closed or replaced one of its descriptors meanwhile */
@@ -268,10 +273,10 @@ static void *sqlite_connect(const struct iez_config *cfg, double deadline)
             iez_debug("the parent's SQLite connection lost its descriptors in this child");
             return NULL;
         }
-        disposing = 1;
-        sqlite_close(inherited);
-        disposing = 0;
-        inherited = NULL;
+        sq.disposing = 1;
+        sqlite_close(sq.inherited);
+        sq.disposing = 0;
+        sq.inherited = NULL;
         iez_fd_forget_all();
     }
     struct stat st;
@@ -341,8 +346,8 @@ static int sqlite_lookup(void *arg, const char *abspath, struct iez_alloc *out, 
  * descriptors stay recorded (fds.c) until then. */
 static void sqlite_abandon(void *arg)
 {
-    if (!inherited)
-        inherited = arg;
+    if (!sq.inherited)
+        sq.inherited = arg;
 }
 
 const struct iez_backend iez_sqlite_backend = { "sqlite", sqlite_connect, sqlite_lookup, sqlite_abandon,

@@ -36,8 +36,10 @@ struct own_fd {
     dev_t dev;
     ino_t ino;
 };
-static struct own_fd own[MAX_OWN]; /* under the DB lock */
-static int nown;
+static struct {
+    struct own_fd fd[MAX_OWN];
+    int n;
+} own; /* the module's state, under the DB lock */
 
 IEZ_TLS int iez_hide_fds;
 
@@ -93,27 +95,27 @@ int iez_fd_hide(int fd)
             fcntl(fd, F_SETFD, fl | FD_CLOEXEC);
     }
     struct stat st;
-    if (nown < MAX_OWN && fstat(fd, &st) == 0) {
-        own[nown].fd = fd;
-        own[nown].dev = st.st_dev;
-        own[nown].ino = st.st_ino;
-        nown++;
+    if (own.n < MAX_OWN && fstat(fd, &st) == 0) {
+        own.fd[own.n].fd = fd;
+        own.fd[own.n].dev = st.st_dev;
+        own.fd[own.n].ino = st.st_ino;
+        own.n++;
     }
     return fd;
 }
 
 void iez_fd_forget(int fd)
 {
-    for (int i = 0; i < nown; i++)
-        if (own[i].fd == fd) {
-            own[i] = own[--nown];
+    for (int i = 0; i < own.n; i++)
+        if (own.fd[i].fd == fd) {
+            own.fd[i] = own.fd[--own.n];
             return;
         }
 }
 
 void iez_fd_forget_all(void)
 {
-    nown = 0;
+    own.n = 0;
 }
 
 int iez_fds_in_range(void)
@@ -121,18 +123,18 @@ int iez_fds_in_range(void)
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
         return 0;
-    for (int i = 0; i < nown; i++)
-        if ((rlim_t)own[i].fd < rl.rlim_cur)
+    for (int i = 0; i < own.n; i++)
+        if ((rlim_t)own.fd[i].fd < rl.rlim_cur)
             return 1;
     return 0;
 }
 
 int iez_fds_intact(void)
 {
-    for (int i = 0; i < nown; i++) {
+    for (int i = 0; i < own.n; i++) {
         struct stat st;
-        if (fstat(own[i].fd, &st) != 0 || st.st_dev != own[i].dev || st.st_ino != own[i].ino) {
-            iez_debug("descriptor %d of the DB connection was closed or replaced by the application", own[i].fd);
+        if (fstat(own.fd[i].fd, &st) != 0 || st.st_dev != own.fd[i].dev || st.st_ino != own.fd[i].ino) {
+            iez_debug("descriptor %d of the DB connection was closed or replaced by the application", own.fd[i].fd);
             return 0;
         }
     }
@@ -141,8 +143,8 @@ int iez_fds_intact(void)
 
 static int is_own(int fd)
 {
-    for (int i = 0; i < nown; i++)
-        if (own[i].fd == fd)
+    for (int i = 0; i < own.n; i++)
+        if (own.fd[i].fd == fd)
             return 1;
     return 0;
 }

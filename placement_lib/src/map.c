@@ -45,10 +45,13 @@
 
 enum { MAP_UNSET = 0, MAP_LOADED = 1, MAP_UNUSABLE = -1 };
 
-static const unsigned char *map_base;
-static uint64_t map_size;
-static int map_state;         /* MAP_UNSET: no IEZ_MAP; read with atomics once loaded */
-static int map_error_counted; /* an unusable map is counted once per process */
+/* The module's state. */
+static struct {
+    const unsigned char *base;
+    uint64_t size;
+    int state;                /* MAP_UNSET: no IEZ_MAP; read with atomics once loaded */
+    int error_counted;        /* an unusable map is counted once per process */
+} map;
 
 static inline uint32_t get32(const unsigned char *p)
 {
@@ -190,7 +193,7 @@ void iez_map_load(const char *path)
 {
     if (!path || !*path)
         return;
-    map_state = MAP_UNUSABLE; /* until it is read and checked */
+    map.state = MAP_UNUSABLE; /* until it is read and checked */
     int saved = errno;
     int fd = iez_sys_open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK, 0);
     if (fd < 0) {
@@ -235,11 +238,11 @@ void iez_map_load(const char *path)
         errno = saved;
         return;
     }
-    map_base = p;
-    map_size = (uint64_t)st.st_size;
-    __atomic_store_n(&map_state, MAP_LOADED, __ATOMIC_RELEASE);
-    iez_debug("IEZ_MAP=%s %s (%llu bytes)", path, map_size <= MAP_COPY_MAX ? "read" : "mapped",
-              (unsigned long long)map_size);
+    map.base = p;
+    map.size = (uint64_t)st.st_size;
+    __atomic_store_n(&map.state, MAP_LOADED, __ATOMIC_RELEASE);
+    iez_debug("IEZ_MAP=%s %s (%llu bytes)", path, map.size <= MAP_COPY_MAX ? "read" : "mapped",
+              (unsigned long long)map.size);
     errno = saved;
 }
 
@@ -274,23 +277,23 @@ static int decode(const char *abspath, const unsigned char *v, uint32_t n, struc
 
 static void unusable(const char *why, const char *abspath)
 {
-    __atomic_store_n(&map_state, MAP_UNUSABLE, __ATOMIC_RELEASE);
+    __atomic_store_n(&map.state, MAP_UNUSABLE, __ATOMIC_RELEASE);
     iez_debug("the layout map is corrupt (%s, looking up %s): lookups go to IEZ_DB", why, abspath);
 }
 
 int iez_map_lookup(const char *abspath, struct iez_alloc *out)
 {
-    int state = __atomic_load_n(&map_state, __ATOMIC_ACQUIRE);
+    int state = __atomic_load_n(&map.state, __ATOMIC_ACQUIRE);
     if (state == MAP_UNSET)
         return IEZ_MAP_NONE;
     if (state == MAP_UNUSABLE) {
-        if (!__atomic_exchange_n(&map_error_counted, 1, __ATOMIC_RELAXED))
+        if (!__atomic_exchange_n(&map.error_counted, 1, __ATOMIC_RELAXED))
             iez_count_error(); /* once: the counts show that the job ran without its map */
         return IEZ_MAP_NONE;
     }
     const unsigned char *v;
     uint32_t n;
-    int rc = cdb_find(map_base, map_size, abspath, strlen(abspath), &v, &n);
+    int rc = cdb_find(map.base, map.size, abspath, strlen(abspath), &v, &n);
     if (rc < 0) {
         unusable("a record lies outside the file", abspath);
         return iez_map_lookup(abspath, out);
@@ -302,5 +305,5 @@ int iez_map_lookup(const char *abspath, struct iez_alloc *out)
 
 int iez_map_active(void)
 {
-    return __atomic_load_n(&map_state, __ATOMIC_ACQUIRE) == MAP_LOADED;
+    return __atomic_load_n(&map.state, __ATOMIC_ACQUIRE) == MAP_LOADED;
 }

@@ -60,45 +60,48 @@ struct binding {
     handle fh;
     void *record;
 };
-static pthread_mutex_t bind_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct binding *bindings;
-static size_t nbindings, capbindings;
+/* The module's state: the handles' bindings. */
+static struct {
+    pthread_mutex_t lock;
+    struct binding *list;
+    size_t n, cap;
+} bindings = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 static void bind_handle(handle fh, void *record)
 {
-    pthread_mutex_lock(&bind_lock);
-    for (size_t i = 0; i < nbindings; i++)
-        if (bindings[i].fh == fh) {
-            bindings[i].record = record;
-            pthread_mutex_unlock(&bind_lock);
+    pthread_mutex_lock(&bindings.lock);
+    for (size_t i = 0; i < bindings.n; i++)
+        if (bindings.list[i].fh == fh) {
+            bindings.list[i].record = record;
+            pthread_mutex_unlock(&bindings.lock);
             return;
         }
-    if (nbindings == capbindings) {
-        size_t cap = capbindings ? 2 * capbindings : 16;
-        struct binding *grown = realloc(bindings, cap * sizeof *grown);
+    if (bindings.n == bindings.cap) {
+        size_t cap = bindings.cap ? 2 * bindings.cap : 16;
+        struct binding *grown = realloc(bindings.list, cap * sizeof *grown);
         if (!grown) {
-            pthread_mutex_unlock(&bind_lock);
+            pthread_mutex_unlock(&bindings.lock);
             return;
         }
-        bindings = grown;
-        capbindings = cap;
+        bindings.list = grown;
+        bindings.cap = cap;
     }
-    bindings[nbindings++] = (struct binding){ fh, record };
-    pthread_mutex_unlock(&bind_lock);
+    bindings.list[bindings.n++] = (struct binding){ fh, record };
+    pthread_mutex_unlock(&bindings.lock);
 }
 
 static void *bound(handle fh, int remove)
 {
     void *record = NULL;
-    pthread_mutex_lock(&bind_lock);
-    for (size_t i = 0; i < nbindings; i++)
-        if (bindings[i].fh == fh) {
-            record = bindings[i].record;
+    pthread_mutex_lock(&bindings.lock);
+    for (size_t i = 0; i < bindings.n; i++)
+        if (bindings.list[i].fh == fh) {
+            record = bindings.list[i].record;
             if (remove)
-                bindings[i] = bindings[--nbindings];
+                bindings.list[i] = bindings.list[--bindings.n];
             break;
         }
-    pthread_mutex_unlock(&bind_lock);
+    pthread_mutex_unlock(&bindings.lock);
     return record;
 }
 

@@ -11,36 +11,40 @@
 #include <time.h>
 #include <unistd.h>
 
-static unsigned long hits, misses, errors, skips;
-static int flushed;
-static int mpi_rank = -1, mpi_size = 0;
-pid_t iez_owner_pid;
-/* This process's trace file while it is written (iez_report_trace_fd). */
-static char trace_tmp[IEZ_PATH_MAX + 320], trace_final[IEZ_PATH_MAX + 320];
-static pid_t trace_pid; /* the process that made trace_tmp: a fork() child makes its own */
+pid_t iez_owner_pid; /* read by other modules (iez.h) */
+
+/* The module's state: the counts (atomics), the rank MPI gave, this process's trace file while it is
+ * written (iez_report_trace_fd). */
+static struct {
+    unsigned long hits, misses, errors, skips;
+    int flushed;
+    int mpi_rank, mpi_size;
+    char trace_tmp[IEZ_PATH_MAX + 320], trace_final[IEZ_PATH_MAX + 320];
+    pid_t trace_pid; /* the process that made trace_tmp: a fork() child makes its own */
+} report = { .mpi_rank = -1, .mpi_size = 0 };
 
 int iez_is_owner(void)
 {
     return iez_owner_pid == 0 || getpid() == iez_owner_pid;
 }
 
-void iez_count_hit(void) { __atomic_add_fetch(&hits, 1, __ATOMIC_RELAXED); }
-void iez_count_miss(void) { __atomic_add_fetch(&misses, 1, __ATOMIC_RELAXED); }
-void iez_count_error(void) { __atomic_add_fetch(&errors, 1, __ATOMIC_RELAXED); }
-void iez_count_skip(void) { __atomic_add_fetch(&skips, 1, __ATOMIC_RELAXED); }
+void iez_count_hit(void) { __atomic_add_fetch(&report.hits, 1, __ATOMIC_RELAXED); }
+void iez_count_miss(void) { __atomic_add_fetch(&report.misses, 1, __ATOMIC_RELAXED); }
+void iez_count_error(void) { __atomic_add_fetch(&report.errors, 1, __ATOMIC_RELAXED); }
+void iez_count_skip(void) { __atomic_add_fetch(&report.skips, 1, __ATOMIC_RELAXED); }
 
 void iez_report_atfork_child(void)
 {
-    hits = misses = errors = skips = 0;
-    flushed = 0;
+    report.hits = report.misses = report.errors = report.skips = 0;
+    report.flushed = 0;
     iez_owner_pid = getpid();
-    trace_tmp[0] = '\0'; /* the parent's trace file: the child writes its own */
+    report.trace_tmp[0] = '\0'; /* the parent's trace file: the child writes its own */
 }
 
 void iez_mpi_set_rank(int rank, int size)
 {
-    mpi_rank = rank;
-    mpi_size = size;
+    report.mpi_rank = rank;
+    report.mpi_size = size;
 }
 
 static int env_int(const char *name, int *out)
@@ -58,9 +62,9 @@ static int env_int(const char *name, int *out)
 
 void iez_rank(int *rank, int *size)
 {
-    if (mpi_rank >= 0) {
-        *rank = mpi_rank;
-        *size = mpi_size;
+    if (report.mpi_rank >= 0) {
+        *rank = report.mpi_rank;
+        *size = report.mpi_size;
         return;
     }
     *rank = 0;
@@ -147,22 +151,23 @@ int iez_report_trace_fd(void)
     const struct iez_config *c = iez_cfg();
     int saved = errno;
     int fd = -1;
-    if (trace_tmp[0] && trace_pid == getpid()) {
-        fd = iez_sys_open(trace_tmp, O_WRONLY | O_APPEND | O_CLOEXEC, 0);
-    } else if (c->trace_dir[0] && report_names(c->trace_dir, "iez-trace", trace_tmp, trace_final, sizeof trace_tmp) == 0) {
-        fd = iez_sys_open(trace_tmp, O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (report.trace_tmp[0] && report.trace_pid == getpid()) {
+        fd = iez_sys_open(report.trace_tmp, O_WRONLY | O_APPEND | O_CLOEXEC, 0);
+    } else if (c->trace_dir[0] && report_names(c->trace_dir, "iez-trace", report.trace_tmp, report.trace_final,
+                                               sizeof report.trace_tmp) == 0) {
+        fd = iez_sys_open(report.trace_tmp, O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
         if (fd >= 0 && iez_trace_write_header(fd) != 0) {
             iez_sys_close(fd);
-            unlink(trace_tmp);
+            unlink(report.trace_tmp);
             fd = -1;
         }
         if (fd >= 0)
-            trace_pid = getpid();
+            report.trace_pid = getpid();
         else
-            trace_tmp[0] = '\0';
+            report.trace_tmp[0] = '\0';
     }
     if (fd < 0)
-        iez_debug("cannot write the trace %s: %s", trace_tmp[0] ? trace_tmp : c->trace_dir,
+        iez_debug("cannot write the trace %s: %s", report.trace_tmp[0] ? report.trace_tmp : c->trace_dir,
                   c->trace_dir[0] ? strerror(errno) : "IEZ_TRACE_DIR is not set");
     errno = saved;
     return fd;
@@ -170,11 +175,11 @@ int iez_report_trace_fd(void)
 
 void iez_report_trace_done(int rc)
 {
-    if (!trace_tmp[0] || trace_pid != getpid())
+    if (!report.trace_tmp[0] || report.trace_pid != getpid())
         return;
     int saved = errno;
-    report_done(rc, trace_tmp, trace_final);
-    trace_tmp[0] = '\0';
+    report_done(rc, report.trace_tmp, report.trace_final);
+    report.trace_tmp[0] = '\0';
     errno = saved;
 }
 
@@ -191,7 +196,8 @@ static int fill_counts(int fd, void *arg)
     int n = snprintf(line, sizeof line,
                      "app,job,host,pid,rank,hits,misses,errors,started,ended,skips\n"
                      "%s,%s,%s,%d,%d,%lu,%lu,%lu,%.6f,%.6f,%lu\n",
-                     app, job, host, (int)getpid(), rank, hits, misses, errors, c->started, iez_now(), skips);
+                     app, job, host, (int)getpid(), rank, report.hits, report.misses, report.errors, c->started,
+                     iez_now(), report.skips);
     if (n < 0 || (size_t)n >= sizeof line)
         return -1;
     return iez_sys_write(fd, line, (size_t)n) == n ? 0 : -1;
@@ -207,12 +213,12 @@ void iez_report_exec_failed(void)
     if (!iez_is_owner())
         return;
     /* what was counted is in the report already: the process continues with empty counts */
-    __atomic_store_n(&hits, 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&misses, 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&errors, 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&skips, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&report.hits, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&report.misses, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&report.errors, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&report.skips, 0, __ATOMIC_RELAXED);
     iez_trace_forget_written();
-    __atomic_store_n(&flushed, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&report.flushed, 0, __ATOMIC_RELEASE);
 }
 
 static void flush(void *unused)
@@ -225,7 +231,7 @@ static void flush(void *unused)
         iez_trace_streams_look(); /* bytes stored in buffers without a call: exit flushes them after this */
     }
     iez_busy++;
-    if (hits + misses + errors + skips > 0) {
+    if (report.hits + report.misses + report.errors + report.skips > 0) {
         char dir[IEZ_PATH_MAX + 16];
         if (c->trace_dir[0])
             snprintf(dir, sizeof dir, "%s", c->trace_dir);
@@ -234,7 +240,8 @@ static void flush(void *unused)
         write_report(dir, "iez-counts", fill_counts, NULL);
     }
     /* a trace file begun during the run is completed even when no record is left in memory */
-    if (c->mode == IEZ_MODE_TRACE && (iez_trace_has_records() || (trace_tmp[0] && trace_pid == getpid()))) {
+    if (c->mode == IEZ_MODE_TRACE &&
+        (iez_trace_has_records() || (report.trace_tmp[0] && report.trace_pid == getpid()))) {
         if (c->trace_dir[0])
             iez_trace_finish();
         else
@@ -247,7 +254,7 @@ static void flush(void *unused)
 /* At exit, _exit and exec, on whatever thread makes them: the reports are written on libiez's stack. */
 void iez_report_flush(void)
 {
-    if (!iez_is_owner() || __atomic_exchange_n(&flushed, 1, __ATOMIC_ACQ_REL) || iez_cfg()->mode == IEZ_MODE_OFF)
+    if (!iez_is_owner() || __atomic_exchange_n(&report.flushed, 1, __ATOMIC_ACQ_REL) || iez_cfg()->mode == IEZ_MODE_OFF)
         return;
     if (iez_on_stack(flush, NULL) != 0)
         flush(NULL); /* a handler that interrupted libiez exits: as before, on its own stack */

@@ -31,23 +31,30 @@
 #define SCRATCH_BYTES (256u * 1024u) /* the largest create needs about 100 KiB (README) */
 #define REGION_BYTES (GUARD_BYTES + STACK_BYTES + SCRATCH_BYTES)
 
-static IEZ_TLS unsigned char *base; /* this thread's mapping, NULL until its first need */
-static IEZ_TLS size_t used;         /* scratch handed out */
-static pthread_key_t key;
-static int have_key;
+/* The module's state: per thread (TLS, which a signal handler reaches without a lock), and the key
+ * whose destructor gives a thread's mapping back. */
+static IEZ_TLS struct {
+    unsigned char *base;      /* this thread's mapping, NULL until its first need */
+    size_t used;              /* scratch handed out */
+    int depth;                /* calls running on the library stack (x86-64) */
+} here;
+static struct {
+    pthread_key_t key;
+    int have_key;
+} keyed;
 
 static void release(void *p)
 {
     if (p)
         munmap(p, REGION_BYTES);
-    base = NULL; /* the destructor runs on the exiting thread itself, never on the library stack */
-    used = 0;
+    here.base = NULL; /* the destructor runs on the exiting thread itself, never on the library stack */
+    here.used = 0;
 }
 
 /* At load, before any thread or handler can need it: pthread_key_create is not async-signal-safe. */
 __attribute__((constructor)) static void scratch_init(void)
 {
-    have_key = pthread_key_create(&key, release) == 0;
+    keyed.have_key = pthread_key_create(&keyed.key, release) == 0;
 }
 
 /* errno is the application's: a failure here only means the plain call. */
@@ -63,37 +70,36 @@ static int map_region(void)
     errno = saved;
     if (p == MAP_FAILED)
         return -1;
-    base = p;
-    used = 0;
-    if (have_key)
-        pthread_setspecific(key, p); /* a store into the thread's own slots for the first keys */
+    here.base = p;
+    here.used = 0;
+    if (keyed.have_key)
+        pthread_setspecific(keyed.key, p); /* a store into the thread's own slots for the first keys */
     return 0;
 }
 
 void *iez_tmp_alloc(size_t n)
 {
-    if (!base && map_region() != 0)
+    if (!here.base && map_region() != 0)
         return NULL;
     size_t need = (n + 15u) & ~(size_t)15u;
-    if (n == 0 || need < n || need > SCRATCH_BYTES - used)
+    if (n == 0 || need < n || need > SCRATCH_BYTES - here.used)
         return NULL; /* the callers treat it as any failure: the plain call */
-    void *p = base + GUARD_BYTES + STACK_BYTES + used;
-    used += need;
+    void *p = here.base + GUARD_BYTES + STACK_BYTES + here.used;
+    here.used += need;
     return p;
 }
 
 void iez_tmp_free(void *p)
 {
-    unsigned char *q = p, *scratch = base ? base + GUARD_BYTES + STACK_BYTES : NULL;
+    unsigned char *q = p, *scratch = here.base ? here.base + GUARD_BYTES + STACK_BYTES : NULL;
     if (q && scratch && q >= scratch && q < scratch + SCRATCH_BYTES)
-        used = (size_t)(q - scratch); /* last in, first out: what came after p goes too */
+        here.used = (size_t)(q - scratch); /* last in, first out: what came after p goes too */
 }
 
 /* Calls fn(arg) with the stack pointer at top (16-byte aligned); the caller's stack holds one frame. The
  * frame pointer keeps the caller's stack pointer, so debuggers and unwinders walk back across. */
 #if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
 #define IEZ_SWITCH 1
-static IEZ_TLS int depth; /* calls running on the library stack */
 void iez_switch_call(void (*fn)(void *), void *arg, void *top);
 __asm__(".text\n"
         ".globl iez_switch_call\n"
@@ -122,19 +128,19 @@ int iez_on_stack(void (*fn)(void *), void *arg)
 {
 #ifdef IEZ_SWITCH
     unsigned char *sp = __builtin_frame_address(0);
-    if (depth) {
+    if (here.depth) {
         /* a handler that interrupted libiez on its stack: deeper on the same stack */
-        if (sp > base + GUARD_BYTES && sp <= base + GUARD_BYTES + STACK_BYTES) {
+        if (sp > here.base + GUARD_BYTES && sp <= here.base + GUARD_BYTES + STACK_BYTES) {
             fn(arg);
             return 0;
         }
         return -1; /* the library stack holds the call this handler interrupted */
     }
-    if (!base && map_region() != 0)
+    if (!here.base && map_region() != 0)
         return -1;
-    depth++;
-    iez_switch_call(fn, arg, base + GUARD_BYTES + STACK_BYTES);
-    depth--;
+    here.depth++;
+    iez_switch_call(fn, arg, here.base + GUARD_BYTES + STACK_BYTES);
+    here.depth--;
 #else
     /* other architectures, and the sanitizer build (ASan keeps its own idea of each thread's stack) */
     fn(arg);

@@ -49,27 +49,31 @@ struct record {
 #define MAX_MAX_FILES (1u << 22)
 #define MAX_INTERNED 64       /* distinct directory defaults shared between records */
 
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static IEZ_TLS int holding; /* this thread holds lock: a signal handler's exit must not wait for it */
-static struct record *chunks[MAX_CHUNKS]; /* readers without the lock see a prefix of filled chunks */
-static size_t nchunks, chunk_used;
-static struct record *free_list;
-static size_t live;                       /* records holding a path */
-static struct record **slots;             /* hash table: linear probing, at most half full */
-static size_t nslots, nused;
-static size_t max_files;                  /* IEZ_TRACE_MAX_FILES, read on first use */
-static size_t spill_at;                   /* live records that start the next early write */
-static unsigned spill_epoch;
-static int finished;                      /* the trace was written at exit: no more early rows */
-static int spill_failed;                  /* early rows were cut short: the trace file is not whole */
-static const char *interned[MAX_INTERNED];
-static size_t ninterned;
-static int exiting;                       /* exit() runs: stdio flushes its buffers after the trace is written */
+/* The module's state. Out of it: what other modules read on their hot paths (iez.h: the descriptor
+ * table, its length and the stream marks), and `holding`, which is per thread. */
+static struct {
+    pthread_mutex_t lock;
+    struct record *chunks[MAX_CHUNKS]; /* readers without the lock see a prefix of filled chunks */
+    size_t nchunks, chunk_used;
+    struct record *free_list;
+    size_t live;                       /* records holding a path */
+    struct record **slots;             /* hash table: linear probing, at most half full */
+    size_t nslots, nused;
+    size_t max_files;                  /* IEZ_TRACE_MAX_FILES, read on first use */
+    size_t spill_at;                   /* live records that start the next early write */
+    unsigned spill_epoch;
+    int finished;                      /* the trace was written at exit: no more early rows */
+    int spill_failed;                  /* early rows were cut short: the trace file is not whole */
+    const char *interned[MAX_INTERNED];
+    size_t ninterned;
+    int exiting;                       /* exit() runs: stdio flushes its buffers after the trace is written */
+    int fd_high;                       /* atomic: every descriptor ever bound is below it */
+} trace = { .lock = PTHREAD_MUTEX_INITIALIZER };
+static IEZ_TLS int holding; /* this thread holds trace.lock: a signal handler's exit must not wait for it */
 
 void **iez_fd_records;        /* fd -> struct record *, atomics (iez.h) */
 size_t iez_fd_records_len;
 struct iez_stream_mark *iez_stream_marks; /* fd -> the stream seen writing it (trace_stdio.c) */
-static int fd_high;           /* atomic: every descriptor ever bound is below it */
 #define fds ((struct record **)iez_fd_records)
 #define nfds iez_fd_records_len
 IEZ_TLS int iez_in_mpi_write;
@@ -79,12 +83,12 @@ IEZ_TLS int iez_in_mpi_write;
 static void take(void)
 {
     holding = 1;
-    pthread_mutex_lock(&lock);
+    pthread_mutex_lock(&trace.lock);
 }
 
 static void give(void)
 {
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&trace.lock);
     holding = 0;
 }
 
@@ -116,16 +120,16 @@ static size_t read_max_files(void)
 /* Runs in exit() before the destructors that write the trace, and never in _exit() or exec. */
 static void note_exiting(void)
 {
-    exiting = 1;
+    trace.exiting = 1;
 }
 
 /* The descriptor table and the limit, once; caller holds lock. */
 static void init_locked(void)
 {
-    if (!max_files) {
+    if (!trace.max_files) {
         int saved = errno;
-        max_files = read_max_files();
-        spill_at = max_files;
+        trace.max_files = read_max_files();
+        trace.spill_at = trace.max_files;
         atexit(note_exiting);
         errno = saved;
     }
@@ -152,12 +156,12 @@ static void init_locked(void)
 
 static int grow_locked(void)
 {
-    size_t n = nslots ? nslots * 2 : 1024;
+    size_t n = trace.nslots ? trace.nslots * 2 : 1024;
     struct record **table = calloc(n, sizeof *table);
     if (!table)
         return -1;
-    for (size_t i = 0; i < nslots; i++) {
-        struct record *r = slots[i];
+    for (size_t i = 0; i < trace.nslots; i++) {
+        struct record *r = trace.slots[i];
         if (!r)
             continue;
         size_t j = r->hash & (n - 1);
@@ -165,72 +169,72 @@ static int grow_locked(void)
             j = (j + 1) & (n - 1);
         table[j] = r;
     }
-    free(slots);
-    slots = table;
-    nslots = n;
+    free(trace.slots);
+    trace.slots = table;
+    trace.nslots = n;
     return 0;
 }
 
 static struct record *find_locked(const char *abspath, uint64_t h)
 {
-    if (!nslots)
+    if (!trace.nslots)
         return NULL;
-    for (size_t i = h & (nslots - 1); slots[i]; i = (i + 1) & (nslots - 1))
-        if (slots[i]->hash == h && !strcmp(slots[i]->path, abspath))
-            return slots[i];
+    for (size_t i = h & (trace.nslots - 1); trace.slots[i]; i = (i + 1) & (trace.nslots - 1))
+        if (trace.slots[i]->hash == h && !strcmp(trace.slots[i]->path, abspath))
+            return trace.slots[i];
     return NULL;
 }
 
 static int insert_locked(struct record *r)
 {
-    if ((nused + 1) * 2 > nslots && grow_locked())
+    if ((trace.nused + 1) * 2 > trace.nslots && grow_locked())
         return -1;
-    size_t i = r->hash & (nslots - 1);
-    while (slots[i])
-        i = (i + 1) & (nslots - 1);
-    slots[i] = r;
-    nused++;
+    size_t i = r->hash & (trace.nslots - 1);
+    while (trace.slots[i])
+        i = (i + 1) & (trace.nslots - 1);
+    trace.slots[i] = r;
+    trace.nused++;
     return 0;
 }
 
 /* Backward-shift deletion: the probe chains stay unbroken without tombstones. */
 static void remove_locked(struct record *r)
 {
-    size_t mask = nslots - 1, i = r->hash & mask;
-    while (slots[i] != r)
+    size_t mask = trace.nslots - 1, i = r->hash & mask;
+    while (trace.slots[i] != r)
         i = (i + 1) & mask;
-    for (size_t j = (i + 1) & mask; slots[j]; j = (j + 1) & mask) {
-        size_t home = slots[j]->hash & mask;
+    for (size_t j = (i + 1) & mask; trace.slots[j]; j = (j + 1) & mask) {
+        size_t home = trace.slots[j]->hash & mask;
         /* slots[j] may move to i when i lies cyclically in [home, j) */
         if (((j - home) & mask) >= ((j - i) & mask)) {
-            slots[i] = slots[j];
+            trace.slots[i] = trace.slots[j];
             i = j;
         }
     }
-    slots[i] = NULL;
-    nused--;
+    trace.slots[i] = NULL;
+    trace.nused--;
 }
 
 /* ---- records ----------------------------------------------------------------- */
 
 static struct record *new_record_locked(void)
 {
-    struct record *r = free_list;
+    struct record *r = trace.free_list;
     if (r) {
-        free_list = r->free_next;
+        trace.free_list = r->free_next;
         return r;
     }
-    if (!nchunks || chunk_used == CHUNK) {
-        if (nchunks == MAX_CHUNKS)
+    if (!trace.nchunks || trace.chunk_used == CHUNK) {
+        if (trace.nchunks == MAX_CHUNKS)
             return NULL;
         struct record *c = calloc(CHUNK, sizeof *c);
         if (!c)
             return NULL;
-        chunks[nchunks] = c;
-        chunk_used = 0;
-        __atomic_store_n(&nchunks, nchunks + 1, __ATOMIC_RELEASE);
+        trace.chunks[trace.nchunks] = c;
+        trace.chunk_used = 0;
+        __atomic_store_n(&trace.nchunks, trace.nchunks + 1, __ATOMIC_RELEASE);
     }
-    return &chunks[nchunks - 1][chunk_used++];
+    return &trace.chunks[trace.nchunks - 1][trace.chunk_used++];
 }
 
 /* Forgets r (its row is written or not wanted) and keeps the memory for the next file. */
@@ -247,15 +251,15 @@ static void release_locked(struct record *r)
     r->pinned = 0;
     r->opened_here = 0;
     __atomic_store_n(&r->bytes, 0, __ATOMIC_RELAXED);
-    r->free_next = free_list;
-    free_list = r;
-    live--;
+    r->free_next = trace.free_list;
+    trace.free_list = r;
+    trace.live--;
 }
 
 /* Every record holding a path; readers without the lock see whole chunks only. */
-#define FOR_EACH_RECORD(r)                                                                  \
-    for (size_t c_ = 0, n_ = __atomic_load_n(&nchunks, __ATOMIC_ACQUIRE); c_ < n_; c_++)   \
-        for (struct record *r = chunks[c_]; r < chunks[c_] + CHUNK; r++)                   \
+#define FOR_EACH_RECORD(r)                                                                     \
+    for (size_t c_ = 0, n_ = __atomic_load_n(&trace.nchunks, __ATOMIC_ACQUIRE); c_ < n_; c_++) \
+        for (struct record *r = trace.chunks[c_]; r < trace.chunks[c_] + CHUNK; r++)             \
             if (__atomic_load_n(&r->path, __ATOMIC_ACQUIRE))
 
 static void spill_locked(void);
@@ -269,7 +273,7 @@ static struct record *get_locked(const char *abspath, int *is_new)
         *is_new = 0;
         return r;
     }
-    if (live >= spill_at && !finished && iez_is_owner())
+    if (trace.live >= trace.spill_at && !trace.finished && iez_is_owner())
         spill_locked(); /* a vfork() child shares this memory and writes nothing early */
     char *path = strdup(abspath);
     r = path ? new_record_locked() : NULL;
@@ -289,11 +293,11 @@ static struct record *get_locked(const char *abspath, int *is_new)
     if (insert_locked(r)) {
         __atomic_store_n(&r->path, NULL, __ATOMIC_RELEASE);
         free(path);
-        r->free_next = free_list;
-        free_list = r;
+        r->free_next = trace.free_list;
+        trace.free_list = r;
         return NULL;
     }
-    live++;
+    trace.live++;
     *is_new = 1;
     return r;
 }
@@ -302,14 +306,14 @@ static struct record *get_locked(const char *abspath, int *is_new)
  * distinct defaults, else NULL (the caller keeps its own copy). */
 static const char *intern_locked(const char *text)
 {
-    for (size_t i = 0; i < ninterned; i++)
-        if (!strcmp(interned[i], text))
-            return interned[i];
-    if (ninterned == MAX_INTERNED)
+    for (size_t i = 0; i < trace.ninterned; i++)
+        if (!strcmp(trace.interned[i], text))
+            return trace.interned[i];
+    if (trace.ninterned == MAX_INTERNED)
         return NULL;
     char *copy = strdup(text);
     if (copy)
-        interned[ninterned++] = copy;
+        trace.interned[trace.ninterned++] = copy;
     return copy;
 }
 
@@ -371,8 +375,9 @@ static void take_dir_layout(struct record *r, const char *abspath)
 
 static void raise_fd_high(int fd)
 {
-    int seen = __atomic_load_n(&fd_high, __ATOMIC_RELAXED);
-    while (seen <= fd && !__atomic_compare_exchange_n(&fd_high, &seen, fd + 1, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+    int seen = __atomic_load_n(&trace.fd_high, __ATOMIC_RELAXED);
+    while (seen <= fd &&
+           !__atomic_compare_exchange_n(&trace.fd_high, &seen, fd + 1, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
         ;
 }
 
@@ -434,7 +439,7 @@ static void stream_gone(struct record *r, int fd)
 void iez_trace_streams_look(void)
 {
     struct record **table = (struct record **)__atomic_load_n(&iez_fd_records, __ATOMIC_ACQUIRE);
-    int high = __atomic_load_n(&fd_high, __ATOMIC_ACQUIRE);
+    int high = __atomic_load_n(&trace.fd_high, __ATOMIC_ACQUIRE);
     for (int fd = 0; table && fd < high; fd++) {
         FILE *fp = iez_stream_marks[fd].fp;
         struct record *r = __atomic_load_n(&table[fd], __ATOMIC_ACQUIRE);
@@ -561,7 +566,7 @@ void iez_trace_renamed(const char *from, const char *to)
     take();
     struct record *r = find_locked(from, hash(from));
     /* room first: after the removal the insertion cannot fail */
-    if (r && ((nused + 1) * 2 <= nslots || grow_locked() == 0)) {
+    if (r && ((trace.nused + 1) * 2 <= trace.nslots || grow_locked() == 0)) {
         remove_locked(r);
         r->hash = hash(path);
         free(__atomic_exchange_n(&r->path, path, __ATOMIC_ACQ_REL));
@@ -637,7 +642,7 @@ void iez_trace_closed_range(unsigned first, unsigned last)
     struct record **table = (struct record **)__atomic_load_n(&iez_fd_records, __ATOMIC_ACQUIRE);
     if (!table)
         return;
-    unsigned high = (unsigned)__atomic_load_n(&fd_high, __ATOMIC_ACQUIRE);
+    unsigned high = (unsigned)__atomic_load_n(&trace.fd_high, __ATOMIC_ACQUIRE);
     for (unsigned fd = first; fd < high && fd <= last; fd++) {
         struct record *r = iez_trace_detach((int)fd);
         if (r)
@@ -672,15 +677,15 @@ void iez_trace_forget_written(void)
         __atomic_store_n(&r->bytes, 0, __ATOMIC_RELAXED);
         r->opened_here = 0;
     }
-    finished = 0;
-    spill_failed = 0;
+    trace.finished = 0;
+    trace.spill_failed = 0;
     give();
 }
 
 /* A child starts with the parent's open descriptors but none of its bytes. */
 void iez_trace_atfork_child(void)
 {
-    pthread_mutex_init(&lock, NULL);
+    pthread_mutex_init(&trace.lock, NULL);
     holding = 0;
     FOR_EACH_RECORD(r) {
         r->bytes = 0;
@@ -688,9 +693,9 @@ void iez_trace_atfork_child(void)
         r->size = -1;
         r->closing = 0; /* the threads that held them are not in the child */
     }
-    finished = 0;
-    spill_failed = 0;
-    exiting = 0;
+    trace.finished = 0;
+    trace.spill_failed = 0;
+    trace.exiting = 0;
 }
 
 /* ---- rows -------------------------------------------------------------------- */
@@ -792,7 +797,7 @@ static int add_row(int fd, char *buf, size_t *used, const struct row_common *c, 
     /* still open at exit, or closed through a descriptor iez did not see */
     if (stat(r->path, &st) == 0 && (fsize < 0 || (int64_t)st.st_size > fsize))
         fsize = st.st_size;
-    int64_t pending = exiting ? stream_end(r) : -1;
+    int64_t pending = trace.exiting ? stream_end(r) : -1;
     if (pending > fsize)
         fsize = pending;
     if (r->lustre)
@@ -832,11 +837,11 @@ static int add_row(int fd, char *buf, size_t *used, const struct row_common *c, 
 static void spill_locked(void)
 {
     struct record **table = fds;
-    unsigned epoch = ++spill_epoch;
+    unsigned epoch = ++trace.spill_epoch;
     if (!epoch)
-        epoch = ++spill_epoch;
+        epoch = ++trace.spill_epoch;
     /* every record a descriptor holds stays: its bytes are still coming */
-    int high = __atomic_load_n(&fd_high, __ATOMIC_ACQUIRE);
+    int high = __atomic_load_n(&trace.fd_high, __ATOMIC_ACQUIRE);
     for (int fd = 0; table && fd < high; fd++) {
         struct record *r = __atomic_load_n(&table[fd], __ATOMIC_ACQUIRE);
         if (r)
@@ -849,8 +854,8 @@ static void spill_locked(void)
         row_common(c);
     size_t used = 0, written = 0, dropped = 0;
     int rc = fd >= 0 && c ? 0 : -1;
-    for (size_t ci = 0; ci < nchunks; ci++)
-        for (struct record *r = chunks[ci]; r < chunks[ci] + CHUNK; r++) {
+    for (size_t ci = 0; ci < trace.nchunks; ci++)
+        for (struct record *r = trace.chunks[ci]; r < trace.chunks[ci] + CHUNK; r++) {
             if (!r->path || r->mark == epoch || r->pinned || __atomic_load_n(&r->closing, __ATOMIC_ACQUIRE))
                 continue;
             if (rc == 0 && add_row(fd, buf, &used, c, r) == 0)
@@ -864,15 +869,16 @@ static void spill_locked(void)
     if (fd >= 0 && iez_sys_close(fd) != 0)
         rc = -1;
     if (rc && fd >= 0)
-        spill_failed = 1; /* a row may be cut: the file is removed at exit rather than read */
+        trace.spill_failed = 1; /* a row may be cut: the file is removed at exit rather than read */
     if (rc)
         iez_debug("trace: %zu files' rows could not be written early (IEZ_TRACE_DIR unset or not writable): "
                   "they are not in the trace", dropped);
     else
-        iez_debug("trace: %zu files' rows written early (IEZ_TRACE_MAX_FILES %zu reached)", written, max_files);
+        iez_debug("trace: %zu files' rows written early (IEZ_TRACE_MAX_FILES %zu reached)", written, trace.max_files);
     free(buf);
     free(c);
-    spill_at = live + max_files / 2 > max_files ? live + max_files / 2 : max_files;
+    size_t next = trace.live + trace.max_files / 2;
+    trace.spill_at = next > trace.max_files ? next : trace.max_files;
 }
 
 /* At exit. The lock's holder does bounded work (a record, or early rows written
@@ -903,12 +909,12 @@ int iez_trace_finish(void)
     }
     if (fd >= 0 && iez_sys_close(fd) != 0)
         rc = -1;
-    if (spill_failed)
+    if (trace.spill_failed)
         rc = -1;
     free(buf);
     free(c);
     iez_report_trace_done(rc);
-    finished = 1;
+    trace.finished = 1;
     give();
     return rc;
 }
