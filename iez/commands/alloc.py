@@ -30,9 +30,9 @@ from iez.db import open_db
 from iez.db.allocations import check_layout, check_path, lookup, pin, pin_layout
 from iez.db.engine import read
 from iez.db.models import OstRow
-from iez.layout.model import Layout
+from iez.errors import NotFound
 from iez.layout.rules import loads, ost_pool, tools_layout
-from iez.model import Component, check_pool_name
+from iez.model import Component, Layout, check_pool_name
 
 
 def register(subparsers) -> None:
@@ -136,7 +136,10 @@ def _add(args: argparse.Namespace) -> int:
         components = [c for copy in layout.copies() for c in copy]
         check_pools(engine, components)
         pin_layout(engine, args.file, layout, ost_pool(components))
-    _print(read(engine, lambda conn: lookup(conn, args.file)), args.json)
+    stored = read(engine, lambda conn: lookup(conn, args.file))
+    if stored is None:  # only another writer's pin or placement, between the two transactions, retires it
+        raise NotFound(f"{args.file}: the layout pinned was replaced before it could be shown")
+    _print(stored, args.json)
     return 0
 
 

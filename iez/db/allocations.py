@@ -68,7 +68,7 @@ def check_path(path: str) -> None:
 
 
 def _retire_paths(session: Session, paths: Sequence[str]) -> None:
-    live = []
+    live: list[int] = []
     for part in chunks(sorted(set(paths))):
         live += session.scalars(
             select(AllocationRow.id).where(AllocationRow.path.in_(part), AllocationRow.state != STALE)
@@ -208,7 +208,8 @@ def lookup(conn: Connection, path: str) -> dict | None:
 
 def lookup_many(conn: Connection, paths: Sequence[str]) -> dict[str, dict]:
     """Live layouts of the paths that have one, by path."""
-    lite, rows = is_sqlite(conn), []
+    lite = is_sqlite(conn)
+    rows: list[Sequence] = []
     for part in chunks(sorted(set(paths))):
         rows += conn.exec_driver_sql(many_statement(lite, len(part)), tuple(part)).fetchall()
     return {path: layout(row[1:]) for path, row in newest_per_path(rows).items()}

@@ -49,7 +49,7 @@ def _add(into: dict[int, float], more: dict[int, float], share: float = 1.0) -> 
 def place_jobs(cluster: ClusterState, jobs: Sequence[Sequence[WriteRequest]], policy_name: str, seed: int,
                one_copy: bool = False, options: dict | None = None) -> list[tuple[WriteRequest, Allocation]]:
     policy = make_policy(policy_name, seed=seed, **(options or {}))
-    placed = []
+    placed: list[tuple[WriteRequest, Allocation]] = []
     for requests in jobs:
         if one_copy:
             requests = [replace(r, mirror_count=1) for r in requests]

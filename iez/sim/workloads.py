@@ -145,7 +145,7 @@ def load_requests(path: str | Path, app: str | None = None) -> list[Job]:
         try:
             pool, components = request_policy(pool, row.get("components"), where)
             request = WriteRequest(name, str(row["file"]), int(row["write_bytes"]), int(row["stripe_count"]),
-                                   int(row.get("rank") if row.get("rank") not in (None, "") else 0),
+                                   int(row["rank"]) if row.get("rank") not in (None, "") else 0,
                                    pool, components,
                                    mirror_count=int(row["mirror_count"]) if row.get("mirror_count") not in (None, "")
                                    else 1)

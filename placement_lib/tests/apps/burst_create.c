@@ -19,32 +19,26 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common.h"
+
 static const char *dir;
 static int proc_no, per;
-static pthread_barrier_t start;
 
 static int create(const char *name)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    int fd = open(path, O_CREAT | O_WRONLY | O_TRUNC, 0644);
-    if (fd < 0) {
-        fprintf(stderr, "open %s: %s\n", path, strerror(errno));
-        return -1;
-    }
-    int ok = write(fd, "x", 1) == 1;
-    if (close(fd) != 0 || !ok) {
+    int rc = app_create(path, "x", 1);
+    if (rc == APP_WRITE || rc == APP_CLOSE)
         fprintf(stderr, "write %s: %s\n", path, strerror(errno));
-        return -1;
-    }
-    return 0;
+    return rc == APP_OK ? 0 : -1;
 }
 
 static void *worker(void *arg)
 {
     long i = (long)arg;
     char name[64];
-    pthread_barrier_wait(&start);
+    pthread_barrier_wait(app_barrier());
     for (int j = 0; j < per; j++) {
         snprintf(name, sizeof name, "p%d.t%ld.%d", proc_no, i, j);
         if (create(name) != 0)
@@ -55,23 +49,13 @@ static void *worker(void *arg)
 
 static int run(int threads)
 {
-    pthread_t *t = calloc((size_t)threads, sizeof *t);
-    pthread_barrier_init(&start, NULL, (unsigned)threads);
-    for (long i = 0; i < threads; i++)
-        if (pthread_create(&t[i], NULL, worker, (void *)i) != 0) {
-            fprintf(stderr, "pthread_create failed\n");
-            return 1;
-        }
-    int failed = 0;
-    for (int i = 0; i < threads; i++) {
-        void *rc;
-        pthread_join(t[i], &rc);
-        failed |= rc != NULL;
-    }
+    long bad = app_threads(threads, worker, 0);
+    if (bad < 0)
+        return 1;
+    int failed = bad != 0;
     char name[64];
     snprintf(name, sizeof name, "p%d.last", proc_no);
     failed |= create(name) != 0;
-    free(t);
     return failed;
 }
 

@@ -19,20 +19,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common.h"
+
 static int create(const char *dir, const char *name, const char *text)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    int fd = open(path, O_CREAT | O_WRONLY | O_TRUNC, 0644);
-    if (fd < 0) {
-        fprintf(stderr, "open %s: %s\n", path, strerror(errno));
-        return -1;
-    }
-    ssize_t n = (ssize_t)strlen(text);
-    int rc = write(fd, text, (size_t)n) == n ? 0 : -1;
-    if (close(fd) != 0)
-        rc = -1;
-    return rc;
+    return app_create(path, text, strlen(text)) == APP_OK ? 0 : -1;
 }
 
 int main(int argc, char **argv)

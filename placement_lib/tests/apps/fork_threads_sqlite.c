@@ -23,6 +23,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common.h"
+
 typedef struct sqlite3 sqlite3;
 static int (*open_v2)(const char *, sqlite3 **, int, const char *);
 static int (*exec_sql)(sqlite3 *, const char *, int (*)(void *, int, char **, char **), void *, char **);
@@ -42,13 +44,6 @@ static void *sqlite_worker(void *arg)
         close_db(db);
     }
     return NULL;
-}
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 int main(int argc, char **argv)
@@ -91,8 +86,8 @@ int main(int argc, char **argv)
         pids[i] = pid;
     }
     int left = n, failed = 0;
-    double deadline = now() + 30.0;
-    while (left > 0 && now() < deadline) {
+    double deadline = app_now() + 30.0;
+    while (left > 0 && app_now() < deadline) {
         for (int i = 0; i < n; i++) {
             int status;
             if (pids[i] > 0 && waitpid(pids[i], &status, WNOHANG) == pids[i]) {

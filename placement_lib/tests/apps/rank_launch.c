@@ -18,12 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
+#include "common.h"
 
 static int rank(const char *dir, const char *id)
 {
@@ -48,7 +43,7 @@ int main(int argc, char **argv)
         return 2;
     }
     int n = atoi(argv[1]);
-    double t0 = now();
+    double t0 = app_now();
     for (int i = 0; i < n; i++) {
         pid_t pid = fork();
         if (pid < 0) {
@@ -65,6 +60,6 @@ int main(int argc, char **argv)
     int ok = 0, status;
     while (wait(&status) > 0)
         ok += WIFEXITED(status) && WEXITSTATUS(status) == 0;
-    printf("ranks %d ok %d seconds %.6f\n", n, ok, now() - t0);
+    printf("ranks %d ok %d seconds %.6f\n", n, ok, app_now() - t0);
     return ok == n ? 0 : 1;
 }

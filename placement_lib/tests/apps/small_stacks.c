@@ -31,6 +31,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common.h"
+
 #define SMALL (16 * 1024)
 #define ALT (8 * 1024)
 #define BIG (1024 * 1024)
@@ -141,16 +143,10 @@ static int on_altstack(void *stack, size_t size)
 
 static int run(void)
 {
-    int bad = 0;
-    pthread_t t[8];
-    for (long i = 0; i < 8; i++)
-        if (start(&t[i], worker, (void *)i, NULL, SMALL))
-            return 1;
-    for (int i = 0; i < 8; i++) {
-        void *r;
-        pthread_join(t[i], &r);
-        bad |= r != NULL;
-    }
+    long failed = app_threads(8, worker, SMALL);
+    if (failed < 0)
+        return 1;
+    int bad = failed != 0;
     static char alt[ALT] __attribute__((aligned(16)));
     if (on_altstack(alt, sizeof alt))
         return fail("sigaltstack", "");

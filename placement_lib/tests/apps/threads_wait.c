@@ -17,26 +17,20 @@
 #include <time.h>
 #include <unistd.h>
 
-static const char *dir;
-static pthread_barrier_t start;
-static double *took;
+#include "common.h"
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
+static const char *dir;
+static double *took;
 
 static void *worker(void *arg)
 {
     long i = (long)arg;
     char path[4096];
     snprintf(path, sizeof path, "%s/t.%ld", dir, i);
-    pthread_barrier_wait(&start);
-    double t = now();
+    pthread_barrier_wait(app_barrier());
+    double t = app_now();
     int fd = open(path, O_CREAT | O_WRONLY | O_TRUNC, 0644);
-    took[i] = now() - t;
+    took[i] = app_now() - t;
     if (fd < 0) {
         fprintf(stderr, "open %s: %s\n", path, strerror(errno));
         return (void *)1;
@@ -53,20 +47,15 @@ int main(int argc, char **argv)
     }
     dir = argv[1];
     long n = atol(argv[2]);
-    pthread_t *threads = calloc((size_t)n, sizeof *threads);
     took = calloc((size_t)n, sizeof *took);
-    pthread_barrier_init(&start, NULL, (unsigned)n);
-    for (long i = 0; i < n; i++)
-        pthread_create(&threads[i], NULL, worker, (void *)i);
-    long ok = 0;
+    long failed = app_threads(n, worker, 0);
+    if (failed < 0)
+        return 1;
+    long ok = n - failed;
     double slowest = 0;
-    for (long i = 0; i < n; i++) {
-        void *r;
-        pthread_join(threads[i], &r);
-        ok += r == NULL;
+    for (long i = 0; i < n; i++)
         if (took[i] > slowest)
             slowest = took[i];
-    }
     printf("created %ld\n", ok);
     fprintf(stderr, "slowest create %.0f ms\n", slowest * 1000.0);
     return ok == n ? 0 : 1;

@@ -18,9 +18,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common.h"
+
 static const char *dir;
 static long files;
-static pthread_barrier_t start;
 
 #define CHECK(cond)                                                                \
     do {                                                                           \
@@ -38,7 +39,7 @@ static void *worker(void *arg)
     snprintf(path, sizeof path, "%s/log.%ld", dir, t);
     int log = open(path, O_CREAT | O_WRONLY | O_APPEND, 0644);
     CHECK(log >= 0);
-    pthread_barrier_wait(&start);
+    pthread_barrier_wait(app_barrier());
     for (long i = 0; i < files; i++) {
         snprintf(path, sizeof path, "%s/t%ld.%ld", dir, t, i);
         int fd = open(path, O_CREAT | O_WRONLY | O_TRUNC, 0644);
@@ -66,13 +67,6 @@ int main(int argc, char **argv)
     dir = argv[1];
     long n = atol(argv[2]);
     files = atol(argv[3]);
-    pthread_t *tids = calloc((size_t)n, sizeof *tids);
-    CHECK(tids);
-    CHECK(pthread_barrier_init(&start, NULL, (unsigned)n) == 0);
-    for (long t = 0; t < n; t++)
-        CHECK(pthread_create(&tids[t], NULL, worker, (void *)t) == 0);
-    for (long t = 0; t < n; t++)
-        CHECK(pthread_join(tids[t], NULL) == 0);
-    free(tids);
+    CHECK(app_threads(n, worker, 0) == 0);
     return 0;
 }

@@ -18,12 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
+#include "common.h"
 
 int main(int argc, char **argv)
 {
@@ -48,9 +43,9 @@ int main(int argc, char **argv)
     for (int i = 0; i < 3; i++) {
         char path[4096];
         snprintf(path, sizeof path, "%s/parent.%d", argv[1], i);
-        double t = now();
+        double t = app_now();
         int fd = open(path, O_CREAT | O_WRONLY, 0644);
-        t = now() - t;
+        t = app_now() - t;
         if (t > slowest)
             slowest = t;
         printf("parent.%d %s\n", i, fd >= 0 ? "ok" : strerror(errno));
