@@ -102,6 +102,13 @@ class Demo:
         self.services: Services | None = None
         self.competitors: list[competitor.RunningCompetitor] = []
 
+    @property
+    def started(self) -> Services:
+        """The services the start-services step started (every later step runs with them)."""
+        if self.services is None:
+            raise StepFailed("the services are not started")
+        return self.services
+
     # -- bookkeeping ----------------------------------------------------------------
     def step(self, name: str, action):
         start = time.monotonic()
@@ -191,7 +198,7 @@ class Demo:
     def _start_competitors(self) -> str:
         env = {"IEZ_STATE_DIR": str(self.work / "state")}
         for spec in self.scenario.competitors:
-            self.competitors.append(competitor.start(spec, self.lib, self.services.cluster_root, self.data,
+            self.competitors.append(competitor.start(spec, self.lib, self.started.cluster_root, self.data,
                                                      self._oss_of(), env))
         self.load_since = time.time()
         return "; ".join(f"{c.spec.name} re-reads its dataset on OSTs {','.join(map(str, c.spec.osts))} "
@@ -223,7 +230,7 @@ class Demo:
         return f"per-process traces: {', '.join(counts)}"
 
     def _mds_loads(self) -> dict[int, float]:
-        return {int(k): v for k, v in self.services.status().get("loads_mib_s", {}).items()}
+        return {int(k): v for k, v in self.started.status().get("loads_mib_s", {}).items()}
 
     def _see_load(self) -> str:
         """Wait until the MDS has a full window of reports since the other job started (it learns of it only
@@ -231,7 +238,7 @@ class Demo:
         if self.competitors:
             busy = {o for c in self.competitors for o in c.spec.osts}
             settle = self.load_since + (WINDOW_REPORTS + 0.5) * INTERVAL_S
-            self.services.wait(lambda: time.time() > settle and busy <= set(self._mds_loads()), 60,
+            self.started.wait(lambda: time.time() > settle and busy <= set(self._mds_loads()), 60,
                                "the MDS to see the other job's load in the counters")
         loads = self._mds_loads()
         per_oss: dict[str, float] = {}
@@ -272,8 +279,11 @@ class Demo:
 
     def _await_allocations(self) -> str:
         paths = [r.file for r in self.predicted]
-        self.services.wait(lambda: all(read(self.engine, lambda c, p=p: lookup(c, p)) for p in paths), 60,
-                           "the MDS to allocate the predicted files")
+
+        def allocated(path: str) -> bool:
+            return bool(read(self.engine, lambda conn: lookup(conn, path)))
+
+        self.started.wait(lambda: all(allocated(p) for p in paths), 60, "the MDS to allocate the predicted files")
         return f"{len(paths)} files allocated by the MDS (policy iez, on its live view)"
 
     def _baselines(self) -> str:
@@ -332,7 +342,7 @@ class Demo:
         if found.placed_files != len(files):
             raise StepFailed(f"{found.placed_files} of {len(files)} files carry a layout")
         run = self.runs[policy] = self._judge(policy, found.bytes_per_ost)
-        env = {"LD_PRELOAD": str(self.lib), "IEZ_MODE": "off", "IEZ_EMULATE": str(self.services.cluster_root),
+        env = {"LD_PRELOAD": str(self.lib), "IEZ_MODE": "off", "IEZ_EMULATE": str(self.started.cluster_root),
                "IEZ_STATE_DIR": str(self.work / "state"),
                # a Lustre client keeps a file's dirty pages for all its OSTs in flight at once (write-back up
                # to max_dirty_mb per OSC): 32 MiB per server per rank here, each standing for MEASURE_SCALE
@@ -347,20 +357,22 @@ class Demo:
         util = {ost: bytes_per_ost.get(ost, 0) / max(1, kb * 1024) for ost, kb in self.start_avail.items()}
         mean = sum(util.values()) / len(util)
         per_ost = {o.index: bytes_per_ost.get(o.index, 0) / o.usable_bandwidth for o in self.model.osts}
-        loads, per_oss_bytes = oss_loads(self.model), {}
+        loads = oss_loads(self.model)
+        per_oss_bytes: dict[str, int] = {}
         for o in self.model.osts:
             per_oss_bytes[o.oss_id] = per_oss_bytes.get(o.oss_id, 0) + bytes_per_ost.get(o.index, 0)
         per_oss = {k: b / oss_usable_bandwidth(self.model.osses[k], loads[k]) for k, b in per_oss_bytes.items()}
+        modelled: dict[int, float] = dict(bytes_per_ost)
         fill = max((o.bytes_total - self.start_avail.get(o.index, 0) * 1024 + bytes_per_ost.get(o.index, 0))
                    / o.bytes_total for o in self.model.osts)
         return PolicyRun(policy, max(util.values()) / mean if mean else 0.0, max(util.values()), mean, util,
-                         dict(bytes_per_ost), io_time(self.model, bytes_per_ost), None, per_ost, per_oss, fill)
+                         dict(bytes_per_ost), io_time(self.model, modelled), None, per_ost, per_oss, fill)
 
     def _compare(self) -> str:
         """What users feel is the job's time: iez must be at least as fast as Lustre's allocators, modelled
         and measured (5 % for the machine's noise)."""
         modelled = {p: r.makespan_s for p, r in self.runs.items()}
-        measured = {p: r.measured_s for p, r in self.runs.items()}
+        measured = {p: r.measured_s for p, r in self.runs.items() if r.measured_s is not None}  # each placed run's
         detail = ", ".join(f"{p} {measured[p]:.2f} s ({modelled[p]:.2f} s modelled)" for p in POLICIES)
         if modelled["iez"] > min(modelled["rr"], modelled["qos"]) * 1.01 or \
                 measured["iez"] > min(measured["rr"], measured["qos"]) * 1.05:
