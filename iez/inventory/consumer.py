@@ -281,18 +281,8 @@ class Consumer:
 
         first = position + 1
 
-        def blocks() -> Iterator[list[str]]:
-            lines: list[str] = []
-            for line in self.reader.lines(first):
-                lines.append(line if line.endswith("\n") else line + "\n")
-                if len(lines) >= BLOCK:
-                    yield lines
-                    lines = []
-            if lines:
-                yield lines
-
         with Parser(f"{self.mdt} changelog", position, ahead=self.batch // BLOCK + 2) as parser:
-            for records in parser.parse(blocks()):
+            for records in parser.parse(self.reader.blocks(first, BLOCK)):
                 take(records)
         if pending:
             self._commit(pending, report)

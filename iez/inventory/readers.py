@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import subprocess
+from itertools import islice
 from pathlib import Path
 from typing import Iterator
 
@@ -32,13 +33,17 @@ class LustreChangelog:
             raise OSError(f"--mdt {mdt}: there is no lfs command on PATH to read its changelog")
         self.lfs: str = found
 
-    def lines(self, start: int) -> Iterator[str]:
+    def blocks(self, start: int, size: int) -> Iterator[list[str]]:
+        """The records from number ``start`` on, as lists of at most ``size`` lines, each ending in a newline."""
         proc = subprocess.Popen([self.lfs, "changelog", self.mdt, str(start)], stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, errors="surrogateescape", bufsize=1 << 20)
         out, errors = proc.stdout, proc.stderr
         assert out is not None and errors is not None  # both are pipes
         try:
-            yield from out
+            while lines := list(islice(out, size)):  # whole blocks of lines read in C, not one line at a time
+                if not lines[-1].endswith("\n"):
+                    lines[-1] += "\n"  # the output's last line
+                yield lines
         finally:
             out.close()
             err = errors.read()
@@ -69,7 +74,8 @@ class EmulatedChangelog:
     def users_path(self) -> Path:
         return self.path.with_name(self.path.name + ".users")
 
-    def lines(self, start: int) -> Iterator[str]:
+    def blocks(self, start: int, size: int) -> Iterator[list[str]]:
+        """The records from number ``start`` on, as lists of at most ``size`` whole lines."""
         try:
             handle = open(self.path, "r", encoding="utf-8", errors="surrogateescape")
         except FileNotFoundError:
@@ -78,15 +84,24 @@ class EmulatedChangelog:
         with handle:
             handle.seek(_seek(handle, start))
             skipping = True  # records are in order: once one is at or after start, the rest are too
-            for line in handle:
-                if not line.endswith("\n"):
-                    return  # an append in progress: read it next time
+            while lines := list(islice(handle, size)):  # whole blocks of lines read in C, not one line at a time
+                partial = not lines[-1].endswith("\n")
+                if partial:
+                    lines.pop()  # an append in progress (the file's last line): read it next time
                 if skipping:
-                    n = record_index(line)
-                    if n is not None and n < start:
-                        continue
-                    skipping = n is None
-                yield line
+                    first = 0
+                    for first, line in enumerate(lines):
+                        n = record_index(line)
+                        if n is None or n >= start:
+                            skipping = False
+                            break
+                    else:
+                        first = len(lines)
+                    lines = lines[first:]
+                if lines:
+                    yield lines
+                if partial:
+                    return
 
     def clear(self, end: int) -> None:
         users = read_users(self.users_path)
