@@ -456,7 +456,8 @@ class Allocation(Layout):
     components, note, mirrors, preferred_mirror``), which the allocators call
     positionally; ``preferred_mirror`` defaults to 0 (the primary) here, as
     every placed mirrored file marks one copy. Use :meth:`of` to wrap a
-    layout that exists already.
+    layout that exists already. Without mirrors ``preferred_mirror`` is None,
+    as in any layout: there is no copy to prefer.
     """
 
     file: str = ""
@@ -467,7 +468,7 @@ class Allocation(Layout):
                  pool: str | None = None, components: tuple[Component, ...] = (), note: str = "",
                  mirrors: tuple[tuple[Component, ...], ...] = (), preferred_mirror: int | None = 0,
                  stale: tuple[int, ...] = ()) -> None:
-        super().__init__(stripe_size, osts, pool, components, mirrors, preferred_mirror, stale)
+        super().__init__(stripe_size, osts, pool, components, mirrors, preferred_mirror if mirrors else None, stale)
         object.__setattr__(self, "file", file)
         object.__setattr__(self, "policy", policy)
         object.__setattr__(self, "note", note)

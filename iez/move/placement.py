@@ -130,10 +130,9 @@ class Placer:
             if not osts_of:
                 out.append(None)
                 continue
-            layout = Layout(outcome.stripe_size, tuple(osts_of))
             for ost, nbytes in outcome.stripe_bytes(request.write_bytes):
                 self.assigned[ost] = self.assigned.get(ost, 0) + nbytes
-            out.append(layout)
+            out.append(outcome.layout())
         return out
 
     def apply(self, path: str, layout: Layout) -> None:
