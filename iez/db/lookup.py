@@ -24,15 +24,15 @@ from iez.config import describe
 from iez.db.engine import ER_BAD_DB_ERROR, DatabaseUnavailable, error_code, mariadb_timeouts, missing, open_sqlite
 from iez.db.models import parse_osts
 from iez.layout.emulated import parse_attr
-from iez.model import Allocation, Layout
+from iez.model import Allocation
 
 T = TypeVar("T")
 CHUNK = 500
 
 _COLUMNS = "a.path, a.stripe_size, a.stripe_count, a.osts, a.pool, a.layout, a.note"
 _LIVE = "a.state <> 'stale'"
-#: The keys every layout's JSON has (:meth:`iez.model.Layout.to_json`).
-_PLAIN = ("stripe_size", "stripe_count", "osts")
+#: The keys every allocation's JSON has (:meth:`iez.model.Allocation.to_json`).
+_PLAIN = ("file", "stripe_size", "stripe_count", "osts")
 
 
 def one_statement(sqlite: bool, extra: str = "", joins: str = "") -> str:
@@ -62,30 +62,22 @@ def newest_per_path(rows: Iterable[Sequence]) -> dict[str, Sequence]:
     return best
 
 
-def stored_layout(stripe_size: int, osts: Sequence[int], pool: str | None, layout_text: str | None,
-                  where: str) -> Layout:
-    """A stored allocation's layout: the plain columns, and the pool, components and mirrors of its layout text
-    (the pool column winning) when it has one."""
-    if not layout_text:
-        return Layout(stripe_size, tuple(osts), pool or None)
-    parsed = parse_attr(layout_text, where)
-    return Layout(stripe_size, tuple(osts), pool or parsed.pool, parsed.components, parsed.mirrors,
-                  parsed.preferred_mirror, parsed.stale)
+def allocation(row) -> Allocation:
+    """``(path, stripe_size, stripe_count, osts[, pool, layout[, note]])`` as the allocation it stores: the plain
+    columns, and the pool (the column winning), components and mirrors of its layout text when it has one."""
+    pool, text = (row[4], row[5]) if len(row) > 4 else (None, None)
+    note = (row[6] or "") if len(row) > 6 else ""
+    if not text:
+        return Allocation(row[0], row[1], tuple(parse_osts(row[3])), "", pool or None, (), note)
+    parsed = parse_attr(text, f"allocation of {row[0]}")
+    return Allocation(row[0], row[1], tuple(parse_osts(row[3])), "", pool or parsed.pool, parsed.components, note,
+                      parsed.mirrors, parsed.preferred_mirror, parsed.stale)
 
 
 def policy_fields(path: str, pool: str | None, layout_text: str | None) -> dict:
-    """``pool``, ``components`` and mirrors of a stored allocation's JSON (:meth:`Layout.to_json`), when its
+    """``pool``, ``components`` and mirrors of a stored allocation's JSON (:meth:`Allocation.to_json`), when its
     layout has them (``{}`` for a plain one)."""
-    full = stored_layout(0, (), pool, layout_text, f"allocation of {path}").to_json()
-    return {k: v for k, v in full.items() if k not in _PLAIN}
-
-
-def allocation(row) -> Allocation:
-    """``(path, stripe_size, stripe_count, osts[, pool, layout[, note]])`` as the allocation it stores."""
-    pool, text = (row[4], row[5]) if len(row) > 4 else (None, None)
-    found = stored_layout(row[1], parse_osts(row[3]), pool, text, f"allocation of {row[0]}")
-    return Allocation(row[0], found.stripe_size, found.osts, "", found.pool, found.components,
-                      (row[6] or "") if len(row) > 6 else "", found.mirrors, found.preferred_mirror, found.stale)
+    return {k: v for k, v in allocation((path, 0, 0, "", pool, layout_text)).to_json().items() if k not in _PLAIN}
 
 
 def layout(row) -> dict:
