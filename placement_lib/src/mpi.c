@@ -23,11 +23,14 @@ typedef long long mpi_offset;
 
 /* ---- rank ------------------------------------------------------------------ */
 
+/* MPI_Comm_rank and MPI_Comm_size: not interposed, so looked up wherever MPI is (NULL without it). */
+typedef int (*comm_query_fn)(handle comm, int *out);
+
 static void learn_rank(void)
 {
     int saved = errno;
-    int (*rank_fn)(handle, int *) = (int (*)(handle, int *))dlsym(RTLD_DEFAULT, "MPI_Comm_rank");
-    int (*size_fn)(handle, int *) = (int (*)(handle, int *))dlsym(RTLD_DEFAULT, "MPI_Comm_size");
+    comm_query_fn rank_fn = (comm_query_fn)dlsym(RTLD_DEFAULT, "MPI_Comm_rank");
+    comm_query_fn size_fn = (comm_query_fn)dlsym(RTLD_DEFAULT, "MPI_Comm_size");
     /* MPI_COMM_WORLD: Open MPI's is the address of ompi_mpi_comm_world; MPICH's is 0x44000000. */
     handle world = dlsym(RTLD_DEFAULT, "ompi_mpi_comm_world");
     if (!world)
