@@ -106,8 +106,10 @@ def _chunks(rows: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
 
 
 def _keyed(rows: Iterable[tuple]) -> list[tuple]:
-    """Rows in key order (keys lead every row): InnoDB fills its clustered index page by page."""
-    return sorted(rows, key=itemgetter(0, 1))
+    """Rows in key order (keys lead every row): InnoDB fills its clustered index page by page. Sorted by FID
+    alone (a third of the time of ``(fid, seq)`` pairs): it is the whole key of a file or directory row, and a
+    file's objects come in ``seq`` order, which the sort keeps (it is stable)."""
+    return sorted(rows, key=itemgetter(0))
 
 
 def _run(db: Any, statements: Iterable[str], send: Send | None) -> None:
