@@ -472,14 +472,14 @@ def _retry_on_own_domains(policy: "Policy", cluster: ClusterState, requests, dom
 
 
 #: Splits of a pool's domains into one disjoint set per copy enumerated per file by :func:`_place_per_file`
-#: ((copies + 1) ** domains assignments); a batch with a pool past it is not placed that way.
+#: ((copies + 1) ** domains assignments); past it, the splits of :func:`_dealt_splits`.
 MAX_PER_FILE_SPLITS = 6561
 
 
 @lru_cache(maxsize=64)
 def _splits(n_domains: int, m: int) -> np.ndarray:
     """Every split of ``n_domains`` domains into ``m`` disjoint non-empty sets (a domain may be in none), each set
-    as the bit mask of its domains less one (the row of :func:`_subsets`), copies unordered: shape (splits, m)."""
+    as the bit mask of its domains less one (its row in :func:`_all_splits`), copies unordered: shape (splits, m)."""
     out = set()
     for assign in product(range(m + 1), repeat=n_domains):
         masks = [0] * m
@@ -489,6 +489,31 @@ def _splits(n_domains: int, m: int) -> np.ndarray:
         if all(masks):
             out.add(tuple(sorted(masks)))
     return np.array(sorted(out), dtype=np.int64).reshape(-1, m) - 1
+
+
+@lru_cache(maxsize=64)
+def _all_splits(n_domains: int, m: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every non-empty set of ``n_domains`` domains (rows of a set x domain matrix) and every split
+    (:func:`_splits`, rows of set indices)."""
+    subsets = np.arange(1, 1 << n_domains, dtype=np.int64)
+    return (subsets[:, None] >> np.arange(n_domains)[None, :]) & 1 > 0, _splits(n_domains, m)
+
+
+def _dealt_splits(order: list[int], n_domains: int, m: int) -> tuple[np.ndarray, np.ndarray]:
+    """Splits to try when the domains are too many to enumerate: for t = m .. all, the ``t`` first domains of
+    ``order`` (best for the file first) dealt into ``m`` sets in snake order. Same shapes as :func:`_all_splits`."""
+    subsets: dict[tuple[int, ...], int] = {}
+    splits = []
+    for t in range(m, n_domains + 1):
+        groups: list[list[int]] = [[] for _ in range(m)]
+        for j, d in enumerate(order[:t]):
+            turn, at = divmod(j, m)
+            groups[at if turn % 2 == 0 else m - 1 - at].append(d)
+        splits.append([subsets.setdefault(tuple(sorted(g)), len(subsets)) for g in groups])
+    member = np.zeros((len(subsets), n_domains), dtype=bool)
+    for g, k in subsets.items():
+        member[k, list(g)] = True
+    return member, np.array(splits, dtype=np.int64)
 
 
 @lru_cache(maxsize=4096)
@@ -507,8 +532,9 @@ def _place_per_file(policy: "Policy", cluster: ClusterState, requests, outcomes:
     first, to the OSTs of its set that finish them soonest (the speed each OSS lets through). A copy at stripe
     count -1 takes every OST of its domains, as an unmirrored file at -1 takes every OST of its pool, so a
     server too slow for the file is left out as a whole domain, never as single OSTs of a domain it uses.
-    Files without mirrors go last, by the policy's solver. False (nothing placed) when a mirrored file has
-    components or several pools, or a pool has too many domains to enumerate its splits."""
+    Every split is tried while there are at most :data:`MAX_PER_FILE_SPLITS`, else those of
+    :func:`_dealt_splits`. Files without mirrors go last, by the policy's solver. False (nothing placed) when a
+    mirrored file has components."""
     todo = [i for i, r in enumerate(requests) if r.mirror_count > 1 and outcomes[i] is None]
     pools: dict[str | None, list[OST]] = {}
     for i in todo:
@@ -517,9 +543,6 @@ def _place_per_file(policy: "Policy", cluster: ClusterState, requests, outcomes:
             return False
         if r.pool not in pools:
             pools[r.pool] = [o for o in _candidates(cluster, r.pool) if o.state != "degraded"]
-            n = len({dom[o.index] for o in pools[r.pool]})
-            if n > MAX_SPLIT_DOMAINS or (r.mirror_count + 1) ** n > MAX_PER_FILE_SPLITS:
-                return False
     cap = getattr(policy, "fill_cap", None) or cluster.fill_cap
     speed_of = _ost_speed(cluster, getattr(policy, "oss_load_weight", 0.0))
     at = {o.index: k for k, o in enumerate(cluster.osts)}
@@ -529,22 +552,30 @@ def _place_per_file(policy: "Policy", cluster: ClusterState, requests, outcomes:
             load[at[ost]] += b
     room = np.array([o.room_bytes(cap) for o in cluster.osts], dtype=float) - load
     speed = np.array([max(speed_of[o.index], 1e-300) for o in cluster.osts])
-    views: dict[str | None, tuple[np.ndarray, np.ndarray, int]] = {}
+    views: dict[str | None, tuple[np.ndarray, np.ndarray, int]] = {}  # OST positions, their domain, domains
     for pool, osts in pools.items():
         names = sorted({dom[o.index] for o in osts})
-        pos = np.array([at[o.index] for o in osts], dtype=np.int64)
-        bit = np.array([1 << names.index(dom[o.index]) for o in osts], dtype=np.int64)
-        member = (np.arange(1, 1 << len(names), dtype=np.int64)[:, None] & bit[None, :]) > 0  # subset x OST
-        views[pool] = (pos, member, len(names))
+        views[pool] = (np.array([at[o.index] for o in osts], dtype=np.int64),
+                       np.array([names.index(dom[o.index]) for o in osts], dtype=np.int64), len(names))
     rules = policy.stripe_rules
     for i in sorted(todo, key=lambda i: (-requests[i].write_bytes, i)):
         r = requests[i]
         m = r.mirror_count
-        pos, member, n_domains = views[r.pool]
+        pos, code, n_domains = views[r.pool]
         if n_domains < m or m * max(r.stripe_count, 1) > len(pos):
             failed[i] = (f"mirror_count={m}: the pool's {len(pos)} healthy OSTs in {n_domains} failure domains "
                          "cannot hold a copy per domain set")
             continue
+        if (m + 1) ** n_domains <= MAX_PER_FILE_SPLITS:
+            sets, splits = _all_splits(n_domains, m)
+        else:  # domains by how soon their slowest OST (-1: every OST takes an object), else their fastest, ends
+            count = len(pos) if r.stripe_count < 0 else r.stripe_count
+            b = _objects_desc(r.write_bytes, r.stripe_size or rules.size(r.write_bytes, count), count)[0][0]
+            ends = (load[pos] + b) / speed[pos]
+            worst = np.full(n_domains, -np.inf if r.stripe_count < 0 else np.inf)
+            (np.maximum if r.stripe_count < 0 else np.minimum).at(worst, code, ends)
+            sets, splits = _dealt_splits(np.argsort(worst, kind="stable").tolist(), n_domains, m)
+        member = sets[:, code]  # set x OST
         widths = member.sum(axis=1)
         every = r.stripe_count < 0
         shapes = {}  # a copy's OST count -> (stripe size, objects fullest first, their stripe positions)
@@ -570,7 +601,6 @@ def _place_per_file(policy: "Policy", cluster: ClusterState, requests, outcomes:
             (ranked & (got > room[slot])).any(axis=1)
         score = np.where(short, np.inf, finish.max(axis=1))
         total = np.where(short, np.inf, finish.sum(axis=1))
-        splits = _splits(n_domains, m)
         worst = score[splits].max(axis=1)
         pick = int(np.lexsort((total[splits].sum(axis=1), worst))[0])
         if not np.isfinite(worst[pick]):
