@@ -6,8 +6,11 @@
    emulated layout), 10 % then renamed and 10 % unlinked; their changelog (CREAT, SATTR, CLOSE per file, RENME,
    UNLNK) in Lustre's text format is applied by the consumer (:mod:`iez.inventory.consumer`, batches of 100,000
    records, each file looked at once per batch: ``lstat`` and its layout; the lines parsed ahead by a child
-   process) into each database. To compare with older code in the same conditions, run this file from a
-   ``git worktree add /tmp/base COMMIT`` checkout (it imports the ``iez`` next to it) and from this one, in turn.
+   process) into each database. To compare with older code in the same conditions (a shared, noisy machine):
+   ``--against /tmp/base`` (a ``git worktree add /tmp/base COMMIT`` checkout) runs ``--rounds`` pairs, each
+   ingest in a process of its own, this checkout and that one in turn (which goes first alternates), on one
+   tree, and prints records/s, the ratio, the load average and the CPU seconds of the ingesting process, its
+   parsing child and mysqld (where ``/proc`` shows it).
 2. **10 M-file plan** (target <= 60 s, <= 4 GiB): ``--synthetic`` files (80 % one stripe, 20 % 2-4, 64 KiB-64
    MiB, about 4 MiB on average) over 100 OSTs filled 20-90 %, generated straight into a SQLite inventory; a
    separate process then plans from it (per-OST totals in SQL, candidates only, :mod:`iez.inventory.source`)
@@ -131,6 +134,62 @@ def ingest(db: str, data: Path, lines: list[str], top: Path) -> dict:
     log.unlink()
     return {"records": report.records, "seconds": round(report.seconds, 2),
             "records_per_s": round(report.records / report.seconds), "files_written": report.files_written}
+
+
+PAIR_CHILD = r"""
+import importlib.util, json, os, resource, sys
+from pathlib import Path
+src, db, top = sys.argv[1], sys.argv[2], Path(sys.argv[3])
+spec = importlib.util.spec_from_file_location("bench", f"{src}/benchmarks/inventory_bench.py")
+bench = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(bench)
+lines = (top / "lines.txt").read_text().splitlines()
+bench.fresh(db)
+def server():
+    try:
+        pid = Path("/run/mysqld/mysqld.pid").read_text().split()[0]
+        stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+def cpu(who):
+    r = resource.getrusage(who)
+    return r.ru_utime + r.ru_stime
+m0, s0, c0 = server(), cpu(resource.RUSAGE_SELF), cpu(resource.RUSAGE_CHILDREN)
+out = bench.ingest(db, top / "data", lines, top)
+m1 = server()
+out.update(cpu_s=round(cpu(resource.RUSAGE_SELF) - s0, 2), child_cpu_s=round(cpu(resource.RUSAGE_CHILDREN) - c0, 2),
+           mysqld_cpu_s=None if m0 is None or m1 is None or db.endswith(".db") else round(m1 - m0, 2))
+print(json.dumps(out))
+"""
+
+
+def pairs(top: Path, files: int, against: str, rounds: int, mysql: str) -> list[dict]:
+    """``rounds`` pairs of ingests (this checkout and ``against``, in turn) of one tree, into SQLite and MariaDB."""
+    data, lines = ingest_tree(top, files)
+    (top / "lines.txt").write_text("\n".join(lines))
+    here = str(Path(__file__).resolve().parents[1])
+    out = []
+    for n in range(rounds):
+        order = [("this", here), ("before", against)]
+        order = order if n % 2 == 0 else order[::-1]
+        for backend, db in [("sqlite", str(top / "pair.db"))] + ([] if mysql == "none" else [("mariadb", mysql)]):
+            row: dict = {"round": n + 1, "backend": backend, "first": order[0][0]}
+            for name, src in order:
+                for old in top.glob("pair.db*"):  # fresh() makes a MariaDB database anew, not a SQLite file
+                    old.unlink()
+                load = os.getloadavg()[0]
+                done = subprocess.run([sys.executable, "-c", PAIR_CHILD, src, db, str(top)], capture_output=True,
+                                      text=True, check=True)
+                row[name] = {**json.loads(done.stdout.splitlines()[-1]), "load": round(load, 1)}
+            row["ratio"] = round(row["this"]["records_per_s"] / row["before"]["records_per_s"], 3)
+            print(f"pair {n + 1} {backend}: {row['this']['records_per_s']} vs {row['before']['records_per_s']} "
+                  f"records/s ({row['ratio']}x), load {row['this']['load']}/{row['before']['load']}; CPU s "
+                  f"(self/child/mysqld) {row['this']['cpu_s']}/{row['this']['child_cpu_s']}/"
+                  f"{row['this']['mysqld_cpu_s']} vs {row['before']['cpu_s']}/{row['before']['child_cpu_s']}/"
+                  f"{row['before']['mysqld_cpu_s']}", flush=True)
+            out.append(row)
+    return out
 
 
 # -- 2. the 10 M-file inventory --------------------------------------------------------------------------------------
@@ -352,6 +411,9 @@ def main() -> int:
     parser.add_argument("--replan", action="store_true",
                         help="plan again from the synthetic inventory a run with --dir left there (no generation)")
     parser.add_argument("--max-candidates", type=int, help="files a large inventory's plan loads at most")
+    parser.add_argument("--against", metavar="CHECKOUT",
+                        help="ingest pairs only: this checkout and CHECKOUT's (a git worktree of older code) in turn")
+    parser.add_argument("--rounds", type=int, default=4, help="pairs for --against (default 4)")
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON object at the end")
     args = parser.parse_args()
     n_ingest = args.ingest or (5_000 if args.quick else 100_000)
@@ -361,6 +423,9 @@ def main() -> int:
     top.mkdir(parents=True, exist_ok=True)
     out: dict = {}
     try:
+        if args.against:
+            out["pairs"] = pairs(top / "pairs", n_ingest, args.against, args.rounds, args.mysql)
+            args.skip += ["ingest", "synthetic", "tree"]
         if "ingest" not in args.skip:
             data, lines = ingest_tree(top / "ingest", n_ingest)
             out["ingest"] = {}
