@@ -21,10 +21,9 @@
  *   downgrade the application's write lock on the same bytes, and its unlock
  *   remove it);
  * - reads and writes: libc's, not libiez's interposers. */
-#include "iez.h"
+#include "real.h"
 
 #ifdef IEZ_HAVE_SQLITE
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sqlite3.h>
@@ -223,12 +222,16 @@ static int hook(void)
         vfs->xSetSystemCall(vfs, "close", (sqlite3_syscall_ptr)hook_close) != SQLITE_OK ||
         vfs->xSetSystemCall(vfs, "fcntl", (sqlite3_syscall_ptr)hook_fcntl) != SQLITE_OK)
         return -1;
-    static const char *const direct[] = { "read", "pread", "pread64", "write", "pwrite", "pwrite64", "ioctl", NULL };
-    for (const char *const *name = direct; *name; name++) {
-        void *fn = dlsym(RTLD_NEXT, *name); /* libc's, past libiez's interposers */
-        if (fn)
-            vfs->xSetSystemCall(vfs, *name, (sqlite3_syscall_ptr)fn); /* NOTFOUND: not in this build */
-    }
+    /* the real functions, past libiez's interposers (real.c: a missing one's stand-in, as an interposer's call) */
+#define DIRECT(name) { #name, IEZ_REAL_##name }
+    static const struct {
+        const char *name;
+        enum iez_real_symbol sym;
+    } direct[] = { DIRECT(read), DIRECT(pread), DIRECT(pread64), DIRECT(write), DIRECT(pwrite), DIRECT(pwrite64),
+                   DIRECT(ioctl) };
+#undef DIRECT
+    for (size_t i = 0; i < sizeof direct / sizeof *direct; i++) /* NOTFOUND: not in this build */
+        vfs->xSetSystemCall(vfs, direct[i].name, (sqlite3_syscall_ptr)iez_real_cached(direct[i].sym));
     sq.hooked = 1;
     return 0;
 }
