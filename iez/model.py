@@ -475,10 +475,11 @@ class Allocation(Layout):
 
     @classmethod
     def of(cls, file: str, layout: Layout, policy: str = "", note: str = "") -> "Allocation":
-        """``layout`` as the allocation of ``file`` (a mirrored layout without a marked copy prefers the first)."""
+        """``layout`` as the allocation of ``file``: a new placement, so no copy is stale, and a mirrored layout
+        without a marked copy prefers the first."""
         preferred = layout.preferred_mirror
         return cls(file, layout.stripe_size, layout.osts, policy, layout.pool, layout.components, note,
-                   layout.mirrors, 0 if preferred is None else preferred, layout.stale)
+                   layout.mirrors, 0 if preferred is None else preferred)
 
     def to_json(self) -> dict[str, Any]:
         """``file``, the layout's JSON (:meth:`Layout.to_json`) and ``note`` when the policy gave something up:

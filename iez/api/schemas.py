@@ -262,6 +262,8 @@ class AllocateIn(BaseModel):
     oss_bandwidth_mib_s: float = Field(default=600.0, gt=0, le=1e9)
 
 
+# One allocation on the wire: iez.model.Allocation.to_json(), key for key (the routes validate that dict into it,
+# so the answer of POST /v1/allocate is the lookups' own).
 class Layout(BaseModel):
     file: str
     stripe_size: int

@@ -104,3 +104,11 @@ def test_the_db_answers_each_allocation_in_the_allocations_own_json(db):
         assert parse_attr(text, "stored").to_json() == KINDS["mirrored"].layout().to_json()
     finally:
         engine.dispose()
+
+
+def test_a_layout_pinned_as_an_allocation_is_a_new_placement():
+    pinned = Allocation.of("/l/pinned", Layout.from_mirrors(MIRRORS, None, [1]), "manual")
+    assert (pinned.file, pinned.policy, pinned.mirrors) == ("/l/pinned", "manual", MIRRORS)
+    assert pinned.stale == () and pinned.preferred_mirror == 0  # every copy is written; the first read
+    plain = Allocation.of("/l/plain", Layout(MIB, (1, 2), "disk"))
+    assert plain.layout() == Layout(MIB, (1, 2), "disk") and plain.preferred_mirror is None
