@@ -153,11 +153,16 @@ def domain_sets(cluster: ClusterState, dom: dict[int, str], m: int, rotation: in
     if order:
         turn = rotation % len(order)
         order = order[turn:] + order[:turn]
-    groups: list[set[str]] = [set() for _ in range(m)]
+    return [frozenset(g) for g in _snake(order, m)]
+
+
+def _snake(order: list, m: int) -> list[list]:
+    """``order`` dealt into ``m`` groups in snake order (0, 1, .., m-1, m-1, .., 0, 0, ..)."""
+    groups: list[list] = [[] for _ in range(m)]
     for j, d in enumerate(order):
         turn, pos = divmod(j, m)
-        groups[pos if turn % 2 == 0 else m - 1 - pos].add(d)
-    return [frozenset(g) for g in groups]
+        groups[pos if turn % 2 == 0 else m - 1 - pos].append(d)
+    return groups
 
 
 def place_mirrored(policy: "Policy", cluster: ClusterState, requests: tuple[WriteRequest, ...]) -> "Placement":
@@ -505,11 +510,7 @@ def _dealt_splits(order: list[int], n_domains: int, m: int) -> tuple[np.ndarray,
     subsets: dict[tuple[int, ...], int] = {}
     splits = []
     for t in range(m, n_domains + 1):
-        groups: list[list[int]] = [[] for _ in range(m)]
-        for j, d in enumerate(order[:t]):
-            turn, at = divmod(j, m)
-            groups[at if turn % 2 == 0 else m - 1 - at].append(d)
-        splits.append([subsets.setdefault(tuple(sorted(g)), len(subsets)) for g in groups])
+        splits.append([subsets.setdefault(tuple(sorted(g)), len(subsets)) for g in _snake(order[:t], m)])
     member = np.zeros((len(subsets), n_domains), dtype=bool)
     for g, k in subsets.items():
         member[k, list(g)] = True
