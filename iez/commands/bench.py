@@ -9,7 +9,7 @@ import time
 import numpy as np
 
 from iez.allocate import POLICY_NAMES, make_policy
-from iez.model import OSS, OST, ClusterState, WriteRequest, raid0_bytes, io_time
+from iez.model import OSS, OST, ClusterState, WriteRequest, io_time
 from iez.sim.metrics import balance
 from iez.units import parse_size
 
@@ -57,7 +57,7 @@ def main(args) -> int:
     position = {o.index: i for i, o in enumerate(cluster.osts)}
     app_bytes = np.zeros(len(cluster.osts))
     for a in allocations:
-        for ost, stored in zip(a.osts, raid0_bytes(file_size, a.stripe_size, a.stripe_count)):
+        for ost, stored in a.stripe_bytes(file_size):
             app_bytes[position[ost]] += stored
     avail = np.array([o.bytes_avail for o in cluster.osts], dtype=float)
     total = np.array([o.bytes_total for o in cluster.osts], dtype=float)
