@@ -184,7 +184,7 @@ def stored_files(conn: Connection, fids: Sequence[str]) -> Iterator[Stored]:
     if is_sqlite(conn):
         for n in range(0, len(fids), SQLITE_KEYS):
             part = tuple(fids[n:n + SQLITE_KEYS])
-            yield from conn.exec_driver_sql(head + f"({', '.join('?' * len(part))})", part).tuples()
+            yield from conn.exec_driver_sql(head + f"({', '.join('?' * len(part))})", part)  # rows are tuples
         return
     db = driver(conn)
     cursor = db.cursor()
