@@ -347,7 +347,9 @@ CLEAR_DEFAULT = V1_HEADER.pack(LOV_USER_MAGIC_V1, 0, bytes(16), 0, 0, LOV_OFFSET
 
 
 def lfs_setstripe_args(components: Sequence[Component]) -> list[str]:
-    """``lfs setstripe`` options for a template.
+    """``lfs setstripe``-style options (also ``lfs migrate``'s and ``lfs mirror extend``'s) for a template or a
+    placed layout's components: ``-E END`` per component of a composite layout, ``-L mdt`` for Data-on-MDT,
+    ``-c``/``-C`` (overstriping) COUNT, ``-S`` SIZE, ``-o`` OSTS where a component is placed, ``-p POOL``.
 
     ``lfs`` carries a component's stripe count, size and pool over to the
     next one, so each is spelt out: the count always, the pool as ``-p ""``
@@ -372,6 +374,8 @@ def lfs_setstripe_args(components: Sequence[Component]) -> list[str]:
         elif sized:
             raise ValueError(f"component {n} leaves its stripe size open after one of {sized} bytes, which "
                              "lfs setstripe would carry over: give it a stripe_size")
+        if c.osts:
+            args += ["-o", ",".join(map(str, c.osts))]
         if c.pool:
             args += ["-p", c.pool]
             pooled = True

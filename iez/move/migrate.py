@@ -132,41 +132,11 @@ def _check(path: str, expect: Identity | None, when: str) -> os.stat_result:
     return st
 
 
-def lfs_component_args(components) -> list[str]:
-    """``lfs setstripe``-style options of a placed layout's components, each spelt out (``lfs`` carries a
-    component's options over to the next): ``-E END`` per component of a composite layout, ``-L mdt`` for
-    Data-on-MDT, ``-c``/``-C`` (overstriping) COUNT, ``-S`` SIZE, ``-o`` OSTS where the component is placed
-    (none where Lustre has not instantiated it), ``-p POOL`` (``-p ""`` after a pooled component)."""
-    from iez.model import EOF_END
-
-    comps = list(components)
-    composite = not (len(comps) == 1 and comps[0].start == 0 and comps[0].end == EOF_END and not comps[0].dom)
-    args: list[str] = []
-    pooled = False
-    for c in comps:
-        if composite:
-            args += ["-E", "-1" if c.end == EOF_END else str(c.end)]
-        if c.dom:
-            args += ["-L", "mdt"]
-            continue
-        args += ["-C" if c.overstriping else "-c", str(c.stripe_count)]
-        if c.stripe_size:
-            args += ["-S", str(c.stripe_size)]
-        if c.osts:
-            args += ["-o", ",".join(map(str, c.osts))]
-        if c.pool:
-            args += ["-p", c.pool]
-            pooled = True
-        elif pooled:
-            args += ["-p", ""]
-    return args
-
-
 def lfs_migrate_argv(path: str, layout: Layout, lfs: str = "lfs") -> list[str]:
     """The ``lfs migrate`` command that gives ``path`` the (plain or composite) ``layout``, refusing if the file
     is in use."""
     if layout.components:
-        return [lfs, "migrate", "--non-block", *lfs_component_args(layout.components), path]
+        return [lfs, "migrate", "--non-block", *lustre.lfs_setstripe_args(layout.components), path]
     argv = [lfs, "migrate", "--non-block", "-c", str(layout.stripe_count), "-S", str(layout.stripe_size),
             "-o", ",".join(map(str, layout.osts))]
     if layout.pool:
@@ -242,7 +212,7 @@ def _migrate_mirrors(path: str, layout: Layout, lfs: str) -> None:
     if len(have) - len(surplus) + len(missing) != len(targets):
         raise Skipped(f"{path}: its mirrors changed since the plan ({len(have)} now)")
     for k in missing:
-        _run_lfs(path, [lfs, "mirror", "extend", "-N", *lfs_component_args(layout.copies()[k]), path])
+        _run_lfs(path, [lfs, "mirror", "extend", "-N", *lustre.lfs_setstripe_args(layout.copies()[k]), path])
     for k in surplus:
         _run_lfs(path, [lfs, "mirror", "split", "-d", "--mirror-id", str(ids[k]), path])
 
