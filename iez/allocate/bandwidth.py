@@ -446,7 +446,7 @@ class BandwidthPolicy(Policy):
             objects = np.array([raid0_bytes(int(x), int(s), c) for x, s in shapes.tolist()], dtype=float)
         gaps = b - objects
         fullest_first = np.argsort(-objects, axis=1, kind="stable")  # positions, fullest object first
-        todo = np.flatnonzero(gaps.any(axis=1)[inverse])
+        todo = np.flatnonzero(np.asarray(gaps.any(axis=1))[inverse])
         step = max(1, len(state.bw) // c)
         for start in range(0, len(todo), step):
             pick = todo[start:start + step]

@@ -74,7 +74,7 @@ class _Search:
         self.dom = np.array([dcode[(dom or {}).get(int(i), f"ost{i}")] for i in self.index], dtype=np.int64)
         self.masks: dict[object, np.ndarray] = {}
         self.osts = osts
-        self.obj: list[tuple[int, int, int, int, float, int, int]] = []  # set, mask, at, bytes, family, copy
+        self.obj: list[tuple[int, int, int, int, int, int]] = []  # set, mask, at, bytes, family, copy
 
     def mask(self, pool: str | None) -> int:
         """The id of the healthy OSTs of ``pool``."""

@@ -165,7 +165,9 @@ class QosPolicy(Policy):
             self.last_mode = "rr"
             return self._rr._place(cluster, requests, counts, sizes)
         self.last_mode = "weighted"
-        return _WeightedPass(self, cluster, avail, scale).place(requests, counts, sizes, free)
+        weighted = _WeightedPass(self, cluster, avail, scale)
+        placed: list[Sequence[int] | Refused] = list(weighted.place(requests, counts, sizes, free))
+        return placed
 
     def _refresh(self, cluster: ClusterState, avail: dict[int, int]) -> PenaltyScale | None:
         """One statfs refresh: decay (or reset) penalties, then pick the mode; ``None`` means round-robin."""

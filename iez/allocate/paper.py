@@ -23,7 +23,7 @@ from typing import Sequence
 
 import networkx as nx
 
-from iez.allocate.base import AllocationError, Policy
+from iez.allocate.base import AllocationError, Policy, Refused
 from iez.model import ClusterState, WriteRequest
 
 COST_SCALE = 10_000
@@ -62,7 +62,8 @@ class PaperPolicy(Policy):
                 graph.add_edge(("req", r), ("ost", ost.index), weight=round(load * COST_SCALE), capacity=1)
         return graph
 
-    def _place(self, cluster: ClusterState, requests: Sequence[WriteRequest], counts, sizes) -> list[Sequence[int]]:
+    def _place(self, cluster: ClusterState, requests: Sequence[WriteRequest], counts, sizes
+               ) -> list[Sequence[int] | Refused]:
         edges = len(requests) * len(cluster.osts)
         if edges > self.max_edges:
             raise AllocationError(None, f"paper: the flow graph would have {edges:,} request-OST edges, "

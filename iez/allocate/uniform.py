@@ -17,10 +17,11 @@ class RandomPolicy(Policy):
         super().__init__(seed, **kw)
         self._rng = np.random.default_rng(seed)
 
-    def _place(self, cluster: ClusterState, requests: Sequence[WriteRequest], counts, sizes) -> list[Sequence[int]]:
+    def _place(self, cluster: ClusterState, requests: Sequence[WriteRequest], counts, sizes
+               ) -> list[Sequence[int] | Refused]:
         free = np.array([ost.bytes_avail for ost in cluster.osts], dtype=np.int64)
         index = np.array([ost.index for ost in cluster.osts])
-        out = []
+        out: list[Sequence[int] | Refused] = []
         for count, size in zip(counts, sizes):
             fits = np.flatnonzero(free >= size)
             if len(fits) < count:

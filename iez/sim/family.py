@@ -69,7 +69,8 @@ def _job(rng: random.Random, app: str, pooled: bool, n_osts: int) -> Job:
     for i in range(files):
         count = rng.choice((1, 2, 4, 8, ALL_OSTS))
         size = int(rng.choice((1, 16, 256, 1024, 8192, 65536)) * MiB * rng.uniform(0.8, 1.2))
-        stripe_size, components = None, ()
+        stripe_size: int | None = None
+        components: tuple[Component, ...] = ()
         if kind == "small":
             count, size, stripe_size = ALL_OSTS, rng.choice((256 * KiB, 1 * MiB, 3 * MiB)), 128 * KiB
         elif kind == "wrapped":
