@@ -34,8 +34,12 @@ class Instance:
     summary: str
 
 
-def _cluster(rng: random.Random) -> tuple[ClusterState, bool]:
-    n_oss = rng.randint(2, 8)
+#: How many OSSs an instance's cluster has, at least and at most (``instance(seed, servers=...)`` draws others).
+SERVERS = (2, 8)
+
+
+def _cluster(rng: random.Random, servers: tuple[int, int] = SERVERS) -> tuple[ClusterState, bool]:
+    n_oss = rng.randint(*servers)
     osses, osts = [], []
     pooled = rng.random() < 0.4
     pool_servers = set(rng.sample(range(n_oss), k=max(1, n_oss // 3))) if pooled else set()
@@ -90,10 +94,11 @@ def _job(rng: random.Random, app: str, pooled: bool, n_osts: int) -> Job:
     return Job(app, tuple(requests))
 
 
-def instance(seed: int) -> Instance:
-    """The instance drawn from ``seed``: a cluster and 1-3 applications' jobs, arriving one after another."""
+def instance(seed: int, servers: tuple[int, int] = SERVERS) -> Instance:
+    """The instance drawn from ``seed``: a cluster of ``servers`` OSSs (at least, at most) and 1-3 applications'
+    jobs, arriving one after another."""
     rng = random.Random(seed)
-    cluster, pooled = _cluster(rng)
+    cluster, pooled = _cluster(rng, servers)
     jobs = [_job(rng, f"app{a}", pooled, len(cluster.osts)) for a in range(rng.randint(1, 3))]
     summary = (f"seed {seed}: {len(cluster.osses)} OSS, {len(cluster.osts)} OSTs"
                f"{', pool ' + POOL if pooled else ''}; jobs " +
