@@ -60,6 +60,19 @@ def put(path: Path, size: int, osts: tuple[int, ...], rng: random.Random, stripe
         handle.write(rng.randbytes(size))
 
 
+def empty_followed(engine, tmp_path: Path):
+    """An empty tree ``tmp_path/data`` seeded by a scan and an emulated MDT writing its changelog to
+    ``tmp_path/changelog``: ``(data, log, writer)``."""
+    from iez.inventory.emulated_mdt import ChangelogWriter
+    from iez.inventory.scan import scan
+
+    data = tmp_path / "data"
+    data.mkdir()
+    scan(engine, [str(data)], workers=1)
+    log = tmp_path / "changelog"
+    return data, log, ChangelogWriter([str(data)], log)
+
+
 def stand_in_lfs(tmp: Path, log: Path) -> Path:
     """A directory holding an ``lfs`` that answers ``changelog MDT [START]`` from ``log`` (records from START on),
     ``fid2path MOUNT FID...`` by finding each FID's inode below MOUNT, and logs every argv to tmp/lfs.log."""

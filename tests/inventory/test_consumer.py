@@ -19,7 +19,7 @@ from iez.inventory.emulated_mdt import EMULATED_USER, ChangelogWriter, changelog
 from iez.inventory.readers import EmulatedChangelog, LustreChangelog, read_users
 from iez.inventory.scan import scan
 
-from invtools import held, lfs_calls, position, put, stand_in_lfs, tree
+from invtools import empty_followed, held, lfs_calls, position, put, stand_in_lfs, tree
 from invtools import cluster, engine, inv_db  # noqa: F401 - fixtures
 
 MDT = "iezfs-MDT0000"
@@ -57,11 +57,7 @@ def test_creates_renames_unlinks_truncates_and_layout_changes_are_applied_in_ord
 
 def test_a_batch_commits_its_position_and_the_log_is_cleared_up_to_it(engine, tmp_path):
     rng = random.Random(2)
-    data = tmp_path / "data"
-    data.mkdir()
-    scan(engine, [str(data)], workers=1)
-    log = tmp_path / "changelog"
-    writer = ChangelogWriter([str(data)], log)
+    data, log, writer = empty_followed(engine, tmp_path)
     for n in range(40):
         put(data / f"f{n}", 100, (0,), rng)
     writer.poll()
@@ -158,11 +154,7 @@ def test_a_malformed_record_stops_the_consumer_naming_it_and_nothing_after_it_is
 
 @pytest.mark.slow
 def test_a_hole_in_record_numbers_is_rescanned_not_trusted(engine, tmp_path):
-    data = tmp_path / "data"
-    data.mkdir()
-    scan(engine, [str(data)], workers=1)
-    log = tmp_path / "changelog"
-    writer = ChangelogWriter([str(data)], log)
+    data, log, writer = empty_followed(engine, tmp_path)
     (data / "a").write_bytes(b"12")
     writer.poll()
     assert consumer(engine, log, data).run_once().rescans == 0
@@ -182,11 +174,7 @@ def test_a_hole_in_record_numbers_is_rescanned_not_trusted(engine, tmp_path):
 
 @pytest.mark.slow
 def test_a_lost_events_mark_is_rescanned(engine, tmp_path):
-    data = tmp_path / "data"
-    data.mkdir()
-    scan(engine, [str(data)], workers=1)
-    log = tmp_path / "changelog"
-    writer = ChangelogWriter([str(data)], log)
+    data, log, writer = empty_followed(engine, tmp_path)
     (data / "a").write_bytes(b"12")
     writer.poll()
     writer.close()
@@ -217,11 +205,7 @@ def test_names_sql_quotes_are_kept_exactly(engine, tmp_path):
     """Names are written as SQL literals built by the inventory itself on MariaDB (a column at a time):
     quotes, backslashes, percent signs, non-ASCII and control characters come back byte for byte."""
     rng = random.Random(7)
-    data = tmp_path / "data"
-    data.mkdir()
-    scan(engine, [str(data)], workers=1)
-    log = tmp_path / "changelog"
-    writer = ChangelogWriter([str(data)], log)
+    data, log, writer = empty_followed(engine, tmp_path)
     names = ["it's", "back\\slash", "100%s", "café", 'say "hi"', "tab\there", "plain", "x'; DROP TABLE inv_files; --"]
     for n, name in enumerate(names):
         put(data / "d" / name, 10 + n, (n % 3,), rng)

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from invtools import engine, held, inv_db, position, put, tree  # noqa: F401 - fixtures
+from invtools import empty_followed, engine, held, inv_db, position, put, tree  # noqa: F401 - fixtures
 from sqlalchemy import insert, select, text
 
 from iez.db.engine import make_engine, write_retries
@@ -144,11 +144,7 @@ def test_a_batch_refused_by_the_database_is_run_again_whole(engine, tmp_path):
     batch is refused with error 1205 (as Galera refuses one with 1213), re-run, and applied once."""
     assert engine.dialect.name == "mysql"
     rng = random.Random(5)
-    data = tmp_path / "data"
-    data.mkdir()
-    scan(engine, [str(data)], workers=1)
-    log = tmp_path / "changelog"
-    writer = ChangelogWriter([str(data)], log)
+    data, log, writer = empty_followed(engine, tmp_path)
     for n in range(50):
         put(data / f"f{n}", 10 * n, (n % 4,), rng)
     writer.poll()
