@@ -215,3 +215,26 @@ def test_names_sql_quotes_are_kept_exactly(engine, tmp_path):
     assert report.rescans == 0
     assert held(engine) == tree(data)
     assert sorted(p.rsplit("/", 1)[1] for p in held(engine)) == sorted(names)
+
+
+def test_show_counts_files_bytes_per_ost_roots_and_the_position(engine, tmp_path):
+    """What ``iez inventory show`` prints (``summary``): files and bytes, stripe objects per OST, the scanned root
+    and the consumer's position with the records it applied."""
+    from iez.inventory.store import summary
+
+    rng = random.Random(8)
+    data, log, writer = empty_followed(engine, tmp_path)
+    put(data / "a", 3 * 65536, (0, 1), rng)  # RAID0 of 64 KiB stripes: 128 KiB on OST 0, 64 KiB on OST 1
+    put(data / "b", 1000, (1,), rng)
+    writer.poll()
+    writer.close()
+    report = consumer(engine, log, data).run_once()
+    with engine.connect() as conn:
+        shown = summary(conn)
+    assert (shown["files"], shown["bytes"], shown["dirs"], shown["stale_files"]) == (2, 3 * 65536 + 1000, 1, 0)
+    assert shown["per_ost"] == [{"ost": 0, "objects": 1, "bytes": 131072}, {"ost": 1, "objects": 2, "bytes": 66536}]
+    assert [r["path"] for r in shown["roots"]] == [str(data)] and shown["roots"][0]["scanned"] is not None
+    [log_row] = shown["changelogs"]
+    assert (log_row["mdt"], log_row["user"], log_row["position"], log_row["records"], log_row["rescans"]) == (
+        MDT, EMULATED_USER, report.position, report.records, 0)
+    assert report.records > 0 and log_row["roots"] == [str(data)] and log_row["age_s"] >= 0
