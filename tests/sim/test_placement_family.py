@@ -136,3 +136,15 @@ def test_seed_179_mirrored_jobs_end_at_what_their_failure_domains_force():
         else:
             assert greedy.refused and not iez.refused
     assert benchmark_judge(179)["problems"] == []
+
+
+def test_seed_33_of_the_16_to_64_server_family_is_no_slower_than_the_greedy():
+    """Seed 33 of ``--servers 16-64`` (52 OSSs, 220 OSTs): a mirrored job took 229.5 s against the greedy's 222.2 s
+    with the failure domains dealt into fixed groups; chosen per file (the splits dealt best first, too many
+    servers to try all), it keeps the benchmark's property."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    from placement_family import judge as benchmark_judge
+
+    got = benchmark_judge(33, (16, 64))
+    assert got["problems"] == [], got
+    assert got["iez"] <= 1.01 * got["greedy"]
