@@ -11,6 +11,8 @@
   writes, the lease's clock and causal read, ``/healthz``'s probes;
 - :mod:`iez.db.stager_state`, :mod:`iez.db.darshan_state`: the local SQLite state of the stager and of the
   Darshan importer.
+- :mod:`iez.db.inventory`: the file inventory's bulk writes, changelog positions, summaries and the plan
+  and drain queries (:mod:`iez.inventory` batches and orders them).
 
 Every SQL statement is written in this package (``tests/test_sql_in_db_layer.py``).
 
