@@ -17,11 +17,13 @@ a controller pair), else the OSS itself.
   a copy that does not fit its group takes any domain no other copy of the
   file uses; files without mirrors go last. A file whose pool has fewer
   domains than copies, or whose free domains cannot take a copy, is refused
-  with the reason. When the batch is small enough for the batch repair, two
+  with the reason. When the batch is small enough for the batch repair, three
   other placements are tried and repaired alike (the domains of the whole
   file system dealt by their OSTs' reported bandwidth; in rounds, each copy on
-  the domains no earlier copy of its file uses) and the one that refuses
-  fewest files, then ends soonest, is kept.
+  the domains no earlier copy of its file uses; the domains chosen file by
+  file, :func:`_place_per_file`, where a copy at stripe count -1 takes every
+  OST of its domains and a server too slow for it may be left out) and the
+  one that refuses fewest files, then ends soonest, is kept.
 - **rr / qos** model Lustre's FLR (``lfs mirror create -N``, ``lfs setstripe
   -N``): the MDS allocates each mirror's objects with its usual allocator and,
   while it can, steers away from the OSTs that overlapping components of the
