@@ -2,13 +2,15 @@
 
 Prints, over ``--count`` instances (seeds ``--first`` ..), the median, p90 and max of iez / makespan_bound_s
 and iez / greedy, the instances breaking the property (iez <= 1.05x bound or within 1 % of the best of
-greedy, rr and qos among those placing at least as many files without ENOSPC; no cap violation on an OST iez
-wrote to, no ENOSPC, no refusal where greedy places every file) and the worst. An instance is judged over its
+greedy, rr and qos among those placing every file iez places, without ENOSPC; no cap violation on an OST iez
+wrote to, no ENOSPC, no refusal where greedy places every file), those slow only against a baseline refusing no
+more files than iez (the yardstick before), and the worst. An instance is judged over its
 sequence of jobs (the test, tests/sim/test_placement_family.py, judges job by job); a slow or refusing instance
 with mirrored files says so (iez keeps every copy in failure domains no other copy uses and refuses a copy
 that cannot have them; the bound and the baselines do not).
 
     python benchmarks/placement_family.py --count 200
+    python benchmarks/placement_family.py --servers 16-64 --count 100
 """
 
 from __future__ import annotations
