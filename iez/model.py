@@ -320,12 +320,6 @@ class Layout:
     stale: tuple[int, ...] = ()
 
     @property
-    def preferred(self) -> int | None:
-        """``preferred_mirror`` under the name it had before :class:`Allocation` and this type were merged
-        (issue 28); readers outside the layout modules still use it."""
-        return self.preferred_mirror
-
-    @property
     def stripe_count(self) -> int:
         return len(self.osts)
 

@@ -124,7 +124,7 @@ def resync_file(path: str) -> dict:
                 os.close(dst)
     finally:
         os.close(src)
-    synced = Layout.from_mirrors(layout.mirrors, layout.preferred, ())
+    synced = Layout.from_mirrors(layout.mirrors, layout.preferred_mirror, ())
     os.setxattr(path, emulated.xattr_name(), emulated.format_attr(synced).encode("ascii"))
     fd = open_source(path)
     try:

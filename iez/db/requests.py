@@ -22,14 +22,13 @@ from iez.db.models import (
     Reservation,
     Run,
     WriteRequestRow,
-    parse_osts,
     path_hash,
     utcnow,
 )
 from iez import errors
-from iez.db.lookup import policy_fields
+from iez.db.lookup import allocation as stored_allocation
 from iez.layout.model import components_text, request_policy
-from iez.model import Component
+from iez.model import Component, Layout
 
 CHUNK = 500  # bound on IN (...) lists
 
@@ -178,15 +177,11 @@ def app_summary(conn: Connection, name: str) -> dict:
     for row in rows:
         m = row._mapping
         allocation = None
-        if m["osts"] is not None:
-            allocation = {
-                "stripe_size": m["stripe_size_1"],
-                "stripe_count": m["stripe_count_1"],
-                "osts": parse_osts(m["osts"]),
-                "policy": m["policy"],
-                "state": m["state"],
-                **policy_fields(m["path"], m["allocation_pool"], m["allocation_layout"]),
-            }
+        if m["osts"] is not None:  # the layout's one JSON form, its policy and state after the plain fields
+            shown = Layout.to_json(stored_allocation((m["path"], m["stripe_size_1"], m["stripe_count_1"], m["osts"],
+                                                      m["allocation_pool"], m["allocation_layout"])))
+            plain = {key: shown.pop(key) for key in ("stripe_size", "stripe_count", "osts")}
+            allocation = {**plain, "policy": m["policy"], "state": m["state"], **shown}
         requests.append(
             {
                 "id": m["id"],

@@ -179,7 +179,7 @@ class File:
                 comps.append(c)
             copies.append(tuple(comps))
         if layout.mirrors:
-            return Layout.from_mirrors(copies, layout.preferred, [k for k in layout.stale if k not in changed])
+            return Layout.from_mirrors(copies, layout.preferred_mirror, [k for k in layout.stale if k not in changed])
         if not layout.components:
             return Layout(layout.stripe_size, tuple(to), layout.pool)
         return Layout.from_components(copies[0])

@@ -143,3 +143,15 @@ def test_the_capacity_guard_counts_every_component():
         check_capacity(cluster, [request], [Allocation("/f", MIB, (0, 1), components=comps)])
     check_capacity(cluster, [request], [Allocation("/f", MIB, (0, 1), components=(
         comps[0], Component(8 * MIB, 16 * MIB, 1, MIB, osts=(1,))))])  # 8 MiB there fits
+
+
+def test_the_application_summary_shows_an_allocation_as_its_layout_json_with_policy_and_state(engine):
+    store(engine, RequestIn("/l/pfl", 40 * MIB, 4, rank=-1, pool="flash", components=TEMPLATE))
+    place_by_hand(engine, Allocation("/l/pfl", MIB, (3, 5, 1, 3, 5, 7), "iez", "flash", PLACED, note="degraded"))
+    (request,) = read(engine, lambda c: app_summary(c, "pfl"))["requests"]
+    shown = request["allocation"]
+    # GET /v1/apps/{name} answers these keys in this order; the note stays out (the allocation answers carry it)
+    assert list(shown) == ["stripe_size", "stripe_count", "osts", "policy", "state", "pool", "components"]
+    assert (shown["stripe_size"], shown["stripe_count"], shown["osts"], shown["policy"], shown["pool"]) == (
+        MIB, 6, [3, 5, 1, 3, 5, 7], "iez", "flash")
+    assert shown["components"] == Layout(MIB, (3, 5, 1, 3, 5, 7), "flash", PLACED).to_json()["components"]

@@ -72,7 +72,7 @@ def test_the_json_round_trips_through_the_one_parser(kind):
     # the same layout back; a mirrored one also lists its first copy as its components (as Lustre's does)
     assert parsed == (replace(layout, components=layout.mirrors[0]) if layout.mirrors else layout)
     if layout.mirrors:
-        assert parsed.preferred_mirror == parsed.preferred == 1
+        assert parsed.preferred_mirror == 1
     else:
         assert parsed.preferred_mirror is None and KINDS[kind].preferred_mirror is None  # no copy to prefer
 

@@ -111,7 +111,7 @@ def test_a_stale_copy_is_resynced_and_matches_byte_for_byte(tmp_path):
     assert report["seconds"] >= 6 / 20 * 0.9
 
     layout = parse_attr(os.getxattr(f, XATTR), str(f))
-    assert layout.stale == () and layout.preferred == 0 and len(layout.mirrors) == 2
+    assert layout.stale == () and layout.preferred_mirror == 0 and len(layout.mirrors) == 2
     shown = json.loads(iez(["layout", "show", "--json", str(f)], root).stdout)
     assert "stale_mirrors" not in shown
     assert sha(f) == before

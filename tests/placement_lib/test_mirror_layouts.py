@@ -85,7 +85,7 @@ def test_setstripe_buffer_of_a_mirrored_layout_carries_mirror_ids_and_prefer(too
     for i, (mirror, comp) in enumerate(entries):
         cid, cflags, start, end, at, length, *_ = COMP_ENTRY.unpack_from(buf, COMP_HEADER.size + i * COMP_ENTRY.size)
         assert (cid >> 16, cid & 0xFFFF) == (mirror, 0)  # mirror_id_of(lcme_id); Lustre numbers the components
-        assert cflags == (LCME_FL_PREF_RD if mirror - 1 == layout.preferred else 0)  # stale is Lustre's to set
+        assert cflags == (LCME_FL_PREF_RD if mirror - 1 == layout.preferred_mirror else 0)  # stale is Lustre's to set
         assert (start, end) == (comp.start, LUSTRE_EOF if comp.end == -1 else comp.end)
         assert at == offset
         check_sub_lum(buf, at, length, comp)
@@ -129,7 +129,7 @@ def test_a_real_program_gets_its_mirrored_layout_with_the_other_mirrors_stale(ru
     got = layouts_below(work)[str(target)]
     assert got == "version=3 mirror=1 comp=0:eof:1048576:2:0,1 mirror=2:prefer:stale comp=0:eof:1048576:2:4,5"
     layout = parse_attr(got, str(target))
-    assert (layout.osts, layout.preferred, layout.stale) == ((0, 1), 1, (1,))
+    assert (layout.osts, layout.preferred_mirror, layout.stale) == ((0, 1), 1, (1,))
     assert target.read_bytes() == b"x" * 4096
     assert [(r["hits"], r["errors"]) for r in counts_rows(state_dir)] == [("1", "0")]
 

@@ -76,7 +76,7 @@ def check_intact(before, after, drained: int) -> None:
                 assert not oss[a] & oss[b], oss  # mirrors in distinct failure domains (OSSs)
         moved = {m for (m, _, o), (_, _, n) in zip(old, new) if o != n}
         assert set(after.stale) == set(before.stale) - moved  # a moved mirror is rewritten; the others keep theirs
-        assert after.preferred == before.preferred
+        assert after.preferred_mirror == before.preferred_mirror
 
 
 def test_drain_moves_every_layout_kind_off_the_ost_and_keeps_everything(tmp_path):
