@@ -25,7 +25,7 @@ import dataclasses
 import json
 import sys
 from datetime import datetime, timezone
-from typing import Callable, Protocol, Sequence
+from typing import Callable, Sequence
 
 from sqlalchemy import select
 
@@ -37,9 +37,9 @@ from iez.db.models import Run
 from iez.db.owners import login_user
 from iez.db.requests import RequestIn, application, upsert_requests
 from iez.layout.model import components_text
-from iez.model import MAX_MIRRORS, Component
+from iez.model import MAX_MIRRORS
 from iez.trace.darshan import DarshanImport, read_log
-from iez.trace.parse import ParsedRun, RunCounts, TraceDir, parse_dir
+from iez.trace.parse import ParsedRun, Request, RunCounts, TraceDir, parse_dir
 
 #: Columns of ``--out``: what ``iez simulate --replay`` (``load_requests``) reads; ``components`` is the PFL
 #: template's JSON text (empty for none).
@@ -149,27 +149,7 @@ def _utc(seconds: float) -> datetime:
     return datetime.fromtimestamp(seconds, timezone.utc).replace(tzinfo=None)
 
 
-class WrittenFile(Protocol):
-    """A file a run wrote, as :func:`store` and :func:`write_requests_csv` read it: a trace's ``Request``,
-    or a Darshan log's ``DarshanRequest`` (without ``default_layout`` and ``mirror_count``: read with defaults)."""
-
-    @property
-    def file(self) -> str: ...
-    @property
-    def write_bytes(self) -> int: ...
-    @property
-    def stripe_count(self) -> int: ...
-    @property
-    def stripe_size(self) -> int | None: ...
-    @property
-    def rank(self) -> int: ...
-    @property
-    def pool(self) -> str | None: ...
-    @property
-    def components(self) -> tuple[Component, ...]: ...
-
-
-def store(settings: Settings, app: str, requests: Sequence[WrittenFile], runs: Sequence[RunCounts],
+def store(settings: Settings, app: str, requests: Sequence[Request], runs: Sequence[RunCounts],
           source: str = "traced") -> dict:
     """Store ``requests`` (with their pool, template and learnt directory default) and ``runs`` for ``app``
     in one transaction; what was stored."""
@@ -179,10 +159,7 @@ def store(settings: Settings, app: str, requests: Sequence[WrittenFile], runs: S
     def body(session) -> tuple[list[int], int]:  # may run twice (write_transaction): DB work only
         new_runs = 0
         ids = upsert_requests(session, app, [
-            RequestIn(file=r.file, write_bytes=r.write_bytes, stripe_count=r.stripe_count, rank=r.rank,
-                      stripe_size=r.stripe_size, source=source, pool=r.pool, components=r.components,
-                      default_layout=getattr(r, "default_layout", None), mirror_count=getattr(r, "mirror_count", 1))
-            for r in requests], owner=owner)
+            RequestIn.learnt(r.file, r, source, r.stripe_size) for r in requests], owner=owner)
         app_id = application(session, app, create=True, owner=owner).id
         for run in runs:
             started, ended = _utc(run.started), _utc(run.ended)
@@ -213,14 +190,14 @@ def _parse_app(directory: str, job: str | None, keep_empty: bool, app: str | Non
     return traces.run(job, keep_empty)
 
 
-def write_requests_csv(path: str, requests: Sequence[WrittenFile]) -> None:
+def write_requests_csv(path: str, requests: Sequence[Request]) -> None:
     with open(path, "w", encoding="utf-8", errors="surrogateescape", newline="") as out:
         writer = csv.writer(out, lineterminator="\n")
-        mirrored = any(getattr(r, "mirror_count", 1) > 1 for r in requests)  # the column only when it says something
+        mirrored = any(r.mirror_count > 1 for r in requests)  # the column only when it says something
         writer.writerow(list(OUT_COLUMNS) + (["mirror_count"] if mirrored else []))
         for r in requests:
             writer.writerow([r.file, r.write_bytes, r.stripe_count, r.rank, r.pool or "",
-                             components_text(r.components)] + ([getattr(r, "mirror_count", 1)] if mirrored else []))
+                             components_text(r.components)] + ([r.mirror_count] if mirrored else []))
 
 
 @db_errors

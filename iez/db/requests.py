@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Protocol, Sequence
 
 from sqlalchemy import Connection, delete, select, update
 from sqlalchemy.orm import Session
@@ -33,8 +33,29 @@ from iez.model import Component, Layout
 CHUNK = 500  # bound on IN (...) lists
 
 
+class Learnt(Protocol):
+    """A request learnt from a run (a trace's or Darshan log's ``Request``, a prediction's ``PRequest``)."""
+
+    @property
+    def write_bytes(self) -> int: ...
+    @property
+    def stripe_count(self) -> int: ...
+    @property
+    def rank(self) -> int: ...
+    @property
+    def pool(self) -> str | None: ...
+    @property
+    def components(self) -> tuple[Component, ...]: ...
+    @property
+    def default_layout(self) -> str | None: ...
+    @property
+    def mirror_count(self) -> int: ...
+
+
 @dataclass(frozen=True)
 class RequestIn:
+    """A request as stored: its row's values (``source``: traced, darshan or predicted)."""
+
     file: str
     write_bytes: int
     stripe_count: int
@@ -45,6 +66,13 @@ class RequestIn:
     components: tuple[Component, ...] = ()  # PFL template (no OSTs)
     default_layout: str | None = None  # canonical template text of the directory default; "" none, None unknown
     mirror_count: int = 1  # copies of the file (FLR mirrors)
+
+    @classmethod
+    def learnt(cls, file: str, r: Learnt, source: str, stripe_size: int | None = None) -> RequestIn:
+        """``r`` stored as ``file`` (a prediction's may have none), with the stripe size its run saw, if any:
+        the one place a learnt request's fields become a row's."""
+        return cls(file, r.write_bytes, r.stripe_count, r.rank, stripe_size, source, r.pool, r.components,
+                   r.default_layout, r.mirror_count)
 
 
 def row_policy(row: WriteRequestRow | dict[str, Any]) -> tuple[str | None, tuple[Component, ...]]:

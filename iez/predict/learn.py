@@ -214,10 +214,7 @@ def store_predictions(settings: Settings, app: str, requests: Sequence[PRequest]
     def store(session) -> tuple[list[int], int]:  # may run twice (write_transaction): DB work only
         removed = 0
         ids = upsert_requests(session, app, [
-            RequestIn(file=file, write_bytes=r.write_bytes, stripe_count=r.stripe_count, rank=r.rank,
-                      stripe_size=None, source=PREDICTED, pool=r.pool, components=r.components,
-                      default_layout=r.default_layout, mirror_count=r.mirror_count) for file, r in named],
-            owner=owner)
+            RequestIn.learnt(file, r, PREDICTED) for file, r in named], owner=owner)
         if replace:
             app_id = application(session, app).id
             keep = set(ids)

@@ -90,7 +90,7 @@ class PRequest:
 def from_request(r: Request) -> PRequest:
     """A parsed trace request as a run's request, its policy kept."""
     return PRequest(r.file, r.write_bytes, r.stripe_count, r.rank, r.pool, r.components, r.default_layout,
-                    getattr(r, "mirror_count", 1))
+                    r.mirror_count)
 
 
 @dataclass(frozen=True)

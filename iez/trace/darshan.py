@@ -72,7 +72,8 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
 from iez.model import EOF_END, Component
-from iez.trace.policy import composite, template_json
+from iez.trace.parse import Request
+from iez.trace.policy import composite
 from iez.errors import InputError
 
 DEFAULT_STRIPE_COUNT = 1  # Lustre's default layout when the log has no LUSTRE record
@@ -85,23 +86,18 @@ LLAPI_LAYOUT_MDT, LLAPI_LAYOUT_OVERSTRIPING, LCME_FL_INIT = 0x2, 0x4, 0x10
 
 
 @dataclass(frozen=True)
-class DarshanRequest:
-    """One file the job wrote: a write request with the layout Darshan saw, when it saw one."""
+class DarshanRequest(Request):
+    """One file the job wrote: a trace's request (Darshan cannot tell the directory default, so
+    ``default_layout`` stays unknown) with the OSTs Darshan saw it on, when it saw them."""
 
-    file: str
-    write_bytes: int
-    stripe_count: int
-    stripe_size: int | None
-    rank: int
     ost_ids: tuple[int, ...] | None = None
-    pool: str | None = None
-    components: tuple[Component, ...] = ()  # the PFL template, when the log records all of it
 
     def to_dict(self) -> dict:
-        return {"file": self.file, "write_bytes": self.write_bytes, "stripe_count": self.stripe_count,
-                "stripe_size": self.stripe_size, "rank": self.rank,
-                "ost_ids": None if self.ost_ids is None else list(self.ost_ids),
-                "pool": self.pool, "components": template_json(self.components)}
+        """The request's form without ``default_layout``, ``ost_ids`` (null: not seen) after ``rank``."""
+        items = [(k, v) for k, v in super().to_dict().items() if k != "default_layout"]
+        ranked = [k for k, _ in items].index("rank") + 1
+        return dict(items[:ranked] + [("ost_ids", None if self.ost_ids is None else list(self.ost_ids))]
+                    + items[ranked:])
 
 
 @dataclass

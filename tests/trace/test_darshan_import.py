@@ -86,7 +86,7 @@ def test_theta_imbalanced_io(imported):
     assert all(r.stripe_count == 1 and r.stripe_size == MIB for r in lustre)
     assert all(r.file.startswith("/lus/theta-fs0/") for r in lustre)
     shared = by_file(every)[THETA_SHARED]
-    assert shared == DarshanRequest(THETA_SHARED, 52_938_395_468, 1, MIB, -1, (29,))
+    assert shared == DarshanRequest(THETA_SHARED, 52_938_395_468, 1, MIB, -1, ost_ids=(29,))
     assert by_file(imported("theta-imbalanced-io"))[THETA_SHARED] == shared
     # the 1,026 files of the POSIX module are all there when reads are kept
     assert len(every) >= 1026
