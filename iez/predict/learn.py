@@ -55,7 +55,7 @@ from iez.maps import start_job_map
 from iez.predict.aipa import Prediction, predict
 from iez.predict.scope import Scope, job_scope
 from iez.runtime import find_library
-from iez.predict.series import PRequest, RunData, load_runs, make_run, natural_key, runs_of_tracedir
+from iez.predict.series import PRequest, RunData, from_request, load_runs, make_run, natural_key, runs_of_tracedir
 from iez.trace.csvformat import read_counts
 from iez.trace.parse import RunCounts, counts_files, summarise_counts, trace_files
 
@@ -278,8 +278,7 @@ def load_trace(path: Path | str, app: str | None = None) -> list[RunData]:
 
         imported = read_log(path)
         return [make_run(str(getattr(imported, "jobid", "") or path.name),
-                         [PRequest(r.file, r.write_bytes, r.stripe_count, r.rank, r.pool, r.components)
-                          for r in imported.requests])]
+                         [from_request(r) for r in imported.requests])]
     return load_runs(path, app)
 
 

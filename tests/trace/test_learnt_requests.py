@@ -1,10 +1,13 @@
 """A Darshan log's request is a trace's request plus the OSTs Darshan saw; each learnt request (trace,
 Darshan, prediction) becomes a stored request's values in one place (``RequestIn.learnt``)."""
 
+from pathlib import Path
+
 from iez.db.requests import RequestIn
 from iez.model import EOF_END, Component
+from iez.predict.learn import load_trace
 from iez.predict.series import PRequest
-from iez.trace.darshan import DarshanRequest
+from iez.trace.darshan import DarshanRequest, read_log
 from iez.trace.parse import Request
 
 MIB = 1 << 20
@@ -35,3 +38,11 @@ def test_each_learnt_request_is_stored_with_its_policy_default_and_mirrors():
     predicted = PRequest(None, 3 * MIB, 2, 1, "disk", (), None, 3)  # a prediction is stored under its name
     assert RequestIn.learnt("/l/p.1", predicted, "predicted") == RequestIn(
         "/l/p.1", 3 * MIB, 2, rank=1, pool="disk", mirror_count=3)
+
+
+def test_a_darshan_log_learnt_by_iez_predict_is_its_requests_as_a_run():
+    log = Path(__file__).resolve().parents[1] / "data" / "darshan" / "ior-posix-16ranks.darshan"
+    (run,) = load_trace(log)
+    requests = read_log(log).requests
+    assert requests and run.requests == tuple(
+        PRequest(r.file, r.write_bytes, r.stripe_count, r.rank, r.pool, r.components) for r in requests)
