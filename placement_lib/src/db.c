@@ -3,7 +3,11 @@
  * down) disables lookups for the rest of the process: a job that cannot reach
  * the DB must not pay the time-out on each of its files. Waiting for the
  * mutex counts against the create's own deadline, and a wait that runs out
- * fails that create only.
+ * fails that create only. A MariaDB query the server did not answer by the
+ * deadline (a locked table, a loaded server) fails that create only too: the
+ * connection it left mid-query is dropped, and a later lookup connects again
+ * once a back-off has passed (cut_off below); a new connection that fails is
+ * the server down, as above.
  *
  * Where a DB client cannot run safely, there is no direct lookup (an error,
  * the plain call; a layout map still answers): in a vfork() child (it shares
@@ -37,6 +41,8 @@ static struct {
     int fork_threads;            /* threads of the forking process, -1 unknown */
     pthread_mutex_t q_lock;      /* the queue of threads waiting for the lock (below) */
     struct db_request *q_head, *q_tail;
+    double retry_at;             /* MariaDB: no new connection before (iez_mono) after a cut-off query, 0: none */
+    double backoff;              /* the last back-off, seconds; 0 after a lookup the server answered */
 } db_state = { .lock = PTHREAD_MUTEX_INITIALIZER, .q_lock = PTHREAD_MUTEX_INITIALIZER };
 
 static int hexval(char c)
@@ -236,6 +242,35 @@ static void db_unlock(void)
 
 static int lookup_locked(const struct iez_config *c, const char *abspath, struct iez_alloc *out, double deadline);
 
+/* The most a back-off grows to, in IEZ_TIMEOUT_MS: a server that stays slow costs a process one
+ * IEZ_TIMEOUT_MS wait per 64 (under 2 % of a loop of creates), its other creates errors at once. */
+#define IEZ_BACKOFF_MAX 64
+
+/* A MariaDB query cut off by the create's deadline: the server accepted the connection and the query but did
+ * not answer in time. The connection, mid-query, cannot be used again: it is closed and freed, this create
+ * is an error, and lookups stay on. When the server had at least half of IEZ_TIMEOUT_MS for the query (asked
+ * at `asked`), the next new connection waits for a back-off from now - IEZ_TIMEOUT_MS, doubled at each such
+ * cut-off in a row up to IEZ_BACKOFF_MAX times it, back to none once the server answers - and the lookups
+ * before it are errors without a wait; a query left less time (the create's went to waiting for other
+ * threads' lookups) is no sign of a slow server: the next lookup connects at once. db_state.lock held. */
+static void cut_off(const struct iez_config *c, const char *abspath, double asked, double deadline)
+{
+    db_state.backend->discard(db_state.conn);
+    db_state.conn = NULL;
+    double unit = c->timeout_ms / 1000.0;
+    if (deadline - asked < unit / 2) {
+        iez_debug("lookup of %s: the query had %.1f ms of the create's IEZ_TIMEOUT_MS left: this create only; "
+                  "the connection is dropped, the next lookup connects again", abspath, (deadline - asked) * 1e3);
+        return;
+    }
+    db_state.backoff = db_state.backoff > 0 ? 2 * db_state.backoff : unit;
+    if (db_state.backoff > IEZ_BACKOFF_MAX * unit)
+        db_state.backoff = IEZ_BACKOFF_MAX * unit;
+    db_state.retry_at = iez_mono() + db_state.backoff;
+    iez_debug("lookup of %s: the server did not answer within the create's IEZ_TIMEOUT_MS: this create only; "
+              "the connection is dropped, no new one for %.0f ms", abspath, db_state.backoff * 1e3);
+}
+
 /* The connection was made (once per process): the lookups queued meanwhile waited for it, not for other
  * threads' lookups, and get that time back. Called with db_state.lock held. */
 static void extend_queued(double took)
@@ -363,6 +398,11 @@ static int lookup_locked(const struct iez_config *c, const char *abspath, struct
             goto out;
         }
     }
+    if (!db_state.conn && db_state.retry_at > 0 && got < db_state.retry_at) {
+        iez_debug("lookup of %s: within the back-off after a cut-off MariaDB query (%.0f ms more): this create only",
+                  abspath, (db_state.retry_at - got) * 1e3);
+        goto out;
+    }
     if (!db_state.conn) {
         double cpu = thread_cpu(), began = iez_mono();
         iez_db_connect_late = 0;
@@ -391,8 +431,13 @@ static int lookup_locked(const struct iez_config *c, const char *abspath, struct
             __atomic_store_n(&iez_db_watched, slash ? slash + 1 : c->db_file, __ATOMIC_RELEASE);
         }
     }
-    double cpu = thread_cpu();
+    double cpu = thread_cpu(), asked = iez_mono();
     rc = db_state.backend->lookup(db_state.conn, abspath, out, deadline);
+    if (rc == IEZ_LOOKUP_LATE && db_state.backend->discard) {
+        cut_off(c, abspath, asked, deadline);
+        rc = IEZ_LOOKUP_ERROR;
+        goto out;
+    }
     if (rc == IEZ_LOOKUP_LATE) {
         rc = IEZ_LOOKUP_ERROR;
         if (thread_cpu() - cpu < c->timeout_ms / 2000.0) {
@@ -408,16 +453,23 @@ static int lookup_locked(const struct iez_config *c, const char *abspath, struct
         /* The server may have restarted since the last lookup: one new connection, same deadline. */
         db_state.backend->abandon(db_state.conn);
         db_state.conn = db_state.backend->connect(c, deadline);
+        asked = iez_mono();
         if (db_state.conn)
             rc = db_state.backend->lookup(db_state.conn, abspath, out, deadline);
+        if (rc == IEZ_LOOKUP_LATE) {
+            cut_off(c, abspath, asked, deadline);
+            rc = IEZ_LOOKUP_ERROR;
+            goto out;
+        }
     }
+    if (rc != IEZ_LOOKUP_ERROR)
+        db_state.backoff = db_state.retry_at = 0; /* the server answered */
     if (rc == IEZ_LOOKUP_ERROR && db_state.backend == &iez_sqlite_backend && iez_mono() >= deadline &&
         iez_mono() - got < c->timeout_ms / 1000.0) {
         /* The create's time ran out in SQLite's busy handler (another process's lock), but part of it
          * went to waiting for other threads' lookups: the DB did not itself take IEZ_TIMEOUT_MS, so this
          * create only is an error and lookups stay on (the statement is reset, the connection usable).
-         * A MariaDB connection timed out inside its query cannot be used again: that still switches
-         * lookups off. */
+         * A MariaDB query cut off at the deadline never gets here (cut_off). */
         iez_debug("lookup of %s ran out of the create's IEZ_TIMEOUT_MS after waiting for other threads' "
                   "lookups: this create only", abspath);
     } else if (rc == IEZ_LOOKUP_ERROR) {

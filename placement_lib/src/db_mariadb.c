@@ -22,6 +22,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -221,9 +222,29 @@ static int mdb_lookup(void *arg, const char *abspath, struct iez_alloc *out, dou
 done:
     iez_busy--;
     free(query);
-    if (result == IEZ_LOOKUP_ERROR && status)
+    if (result == IEZ_LOOKUP_ERROR && status) {
+        /* the server took the query and did not answer by the deadline (a locked table, a loaded server):
+         * the connection is mid-query and cannot be used again, db.c discards it */
         iez_debug("MariaDB lookup of %s timed out", abspath);
+        result = IEZ_LOOKUP_LATE;
+    }
     return result;
+}
+
+/* A connection a cut-off query left mid-query: closed and freed. The socket is shut down first, so
+ * mysql_close's goodbye fails at once instead of waiting on a server that does not read; its close
+ * goes through libiez's close (the descriptor is forgotten there too). */
+static void mdb_discard(void *arg)
+{
+    MYSQL *m = arg;
+    my_socket s = mysql_get_socket(m);
+    if ((int)s >= 0) {
+        iez_fd_forget((int)s);
+        shutdown((int)s, SHUT_RDWR);
+    }
+    iez_busy++;
+    mysql_close(m);
+    iez_busy--;
 }
 
 static void mdb_abandon(void *arg)
@@ -233,7 +254,8 @@ static void mdb_abandon(void *arg)
 
 /* The socket closed without a goodbye (mysql_close could write to a number another thread
  * has reopened since); the client's memory stays: this happens once per process. */
-const struct iez_backend iez_mariadb_backend = { "mariadb", mdb_connect, mdb_lookup, mdb_abandon, mdb_abandon };
+const struct iez_backend iez_mariadb_backend = { "mariadb", mdb_connect, mdb_lookup, mdb_abandon, mdb_abandon,
+                                                 mdb_discard };
 #else
-const struct iez_backend iez_mariadb_backend = { "mariadb", 0, 0, 0, 0 };
+const struct iez_backend iez_mariadb_backend = { "mariadb", 0, 0, 0, 0, 0 };
 #endif

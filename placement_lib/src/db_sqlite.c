@@ -354,7 +354,7 @@ static void sqlite_abandon(void *arg)
 }
 
 const struct iez_backend iez_sqlite_backend = { "sqlite", sqlite_connect, sqlite_lookup, sqlite_abandon,
-                                                sqlite_close };
+                                                sqlite_close, 0 };
 #else
-const struct iez_backend iez_sqlite_backend = { "sqlite", 0, 0, 0, 0 };
+const struct iez_backend iez_sqlite_backend = { "sqlite", 0, 0, 0, 0, 0 };
 #endif

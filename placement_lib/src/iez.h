@@ -188,8 +188,8 @@ struct iez_alloc {
     char default_layout[IEZ_TEMPLATE_MAX];
 };
 enum { IEZ_LOOKUP_ERROR = -1, IEZ_LOOKUP_MISSING = 0, IEZ_LOOKUP_FOUND = 1 };
-/* a backend's lookup stopped by the create's deadline in the middle of its work (SQLite's progress handler);
- * db.c makes it IEZ_LOOKUP_ERROR */
+/* a backend's lookup stopped by the create's deadline in the middle of its work (SQLite's progress handler,
+ * a MariaDB query the server did not answer in time); db.c makes it IEZ_LOOKUP_ERROR */
 #define IEZ_LOOKUP_LATE (-3)
 /* set by a backend's connect that failed because the create's deadline passed in the middle of its work */
 extern int iez_db_connect_late;
@@ -231,6 +231,9 @@ struct iez_backend {
     int (*lookup)(void *conn, const char *abspath, struct iez_alloc *out, double deadline);
     void (*abandon)(void *conn); /* child after fork: forget without closing */
     void (*close)(void *conn);   /* its descriptors are intact and libiez's own: give them back */
+    /* a connection a lookup cut off by the deadline (IEZ_LOOKUP_LATE) left unusable: closed and freed, its
+     * descriptors intact; NULL where a cut-off leaves the connection usable (SQLite) */
+    void (*discard)(void *conn);
 };
 extern const struct iez_backend iez_sqlite_backend;
 extern const struct iez_backend iez_mariadb_backend;
