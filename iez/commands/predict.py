@@ -31,6 +31,7 @@ from iez.predict.learn import (
     run_app,
     status,
 )
+from iez.trace.csvformat import write_requests_csv
 
 
 def register(subparsers) -> None:
@@ -174,27 +175,12 @@ def _run_prediction(args, runs) -> Prediction:
 def _predict(args: argparse.Namespace) -> int:
     prediction = _run_prediction(args, load_trace(args.path))
     if args.out:
-        _write_csv(args.out, prediction)
+        write_requests_csv(args.out, prediction.named_requests)
     if args.json:
         print(json.dumps(prediction.to_dict()))
     else:
         _print_prediction(prediction)
     return 0
-
-
-def _write_csv(path: str, prediction: Prediction) -> None:
-    import csv
-
-    from iez.layout.model import components_text
-
-    with open(path, "w", encoding="utf-8", errors="surrogateescape", newline="") as out:
-        writer = csv.writer(out, lineterminator="\n")
-        mirrored = any(r.mirror_count > 1 for r in prediction.named_requests)  # the column when it says something
-        writer.writerow(("file", "write_bytes", "stripe_count", "rank", "pool", "components")
-                        + (("mirror_count",) if mirrored else ()))
-        for r in prediction.named_requests:
-            writer.writerow((r.file, r.write_bytes, r.stripe_count, r.rank, r.pool or "",
-                             components_text(r.components)) + ((r.mirror_count,) if mirrored else ()))
 
 
 def _print_prediction(prediction: Prediction) -> None:

@@ -20,7 +20,6 @@ template's JSON text) that ``iez simulate --replay`` and ``iez predict`` read.
 from __future__ import annotations
 
 import argparse
-import csv
 import dataclasses
 import json
 import sys
@@ -36,14 +35,13 @@ from iez.db.engine import write_transaction
 from iez.db.models import Run
 from iez.db.owners import login_user
 from iez.db.requests import RequestIn, application, upsert_requests
-from iez.layout.model import components_text
 from iez.model import MAX_MIRRORS
+from iez.trace.csvformat import REQUEST_COLUMNS, write_requests_csv
 from iez.trace.darshan import DarshanImport, read_log
 from iez.trace.parse import ParsedRun, Request, RunCounts, TraceDir, parse_dir
 
 #: Columns of ``--out``: what ``iez simulate --replay`` (``load_requests``) reads; ``components`` is the PFL
 #: template's JSON text (empty for none).
-OUT_COLUMNS = ("file", "write_bytes", "stripe_count", "rank", "pool", "components")
 
 
 def register(subparsers) -> None:
@@ -61,7 +59,7 @@ def _add_parse(actions) -> None:
     p.add_argument("dir", metavar="DIR", help="the IEZ_TRACE_DIR of the traced run(s)")
     p.add_argument("--json", action="store_true", help="print a JSON list of {file, write_bytes, stripe_count, "
                    "stripe_size, rank, pool, components, default_layout}")
-    p.add_argument("--out", metavar="FILE.csv", help=f"also write the requests as CSV ({','.join(OUT_COLUMNS)})")
+    p.add_argument("--out", metavar="FILE.csv", help=f"also write the requests as CSV ({','.join(REQUEST_COLUMNS)})")
     p.add_argument("--job", metavar="ID", help="the job to read when DIR holds several ('' for rows without one)")
     p.add_argument("--keep-empty", action="store_true", help="keep files nothing was written to")
     p.add_argument("--store", action="store_true", help="store the requests (source traced) and the runs in the DB")
@@ -83,7 +81,7 @@ def _add_import_darshan(actions) -> None:
     p.add_argument("log", metavar="LOG", help="a Darshan log (.darshan)")
     p.add_argument("--json", action="store_true", help="print a JSON list of {file, write_bytes, stripe_count, "
                    "stripe_size, rank, ost_ids, pool, components}")
-    p.add_argument("--out", metavar="FILE.csv", help=f"also write the requests as CSV ({','.join(OUT_COLUMNS)}), "
+    p.add_argument("--out", metavar="FILE.csv", help=f"also write the requests as CSV ({','.join(REQUEST_COLUMNS)}), "
                    "replayable with iez simulate --replay")
     p.add_argument("--keep-read", action="store_true", help="keep files nothing was written to (only read or "
                    "opened), with write_bytes 0")
@@ -188,16 +186,6 @@ def _parse_app(directory: str, job: str | None, keep_empty: bool, app: str | Non
         traces.rows = [r for r in traces.rows if r.app == app]
         traces.counts = [c for c in traces.counts if c.app == app]
     return traces.run(job, keep_empty)
-
-
-def write_requests_csv(path: str, requests: Sequence[Request]) -> None:
-    with open(path, "w", encoding="utf-8", errors="surrogateescape", newline="") as out:
-        writer = csv.writer(out, lineterminator="\n")
-        mirrored = any(r.mirror_count > 1 for r in requests)  # the column only when it says something
-        writer.writerow(list(OUT_COLUMNS) + (["mirror_count"] if mirrored else []))
-        for r in requests:
-            writer.writerow([r.file, r.write_bytes, r.stripe_count, r.rank, r.pool or "",
-                             components_text(r.components)] + ([r.mirror_count] if mirrored else []))
 
 
 @db_errors

@@ -17,6 +17,9 @@ the older header both are unknown (None). Counts gained ``skips`` (creates the
 library left to Lustre because the directory's default had changed since iez
 learnt it); the older header reads as 0 skips. A layout text that does not
 parse is an error naming the file and line like any other bad field.
+
+It also writes the one CSV of write requests iez makes (``iez trace --out``,
+``iez predict --out``), which ``iez simulate --replay`` and ``iez predict`` read.
 """
 
 from __future__ import annotations
@@ -27,10 +30,11 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterable, Iterator, Protocol
 
 from iez.layout.emulated import canonical_template, parse_attr
-from iez.layout.model import Layout
+from iez.layout.model import Layout, components_text
+from iez.model import Component
 
 #: The trace header before layouts were recorded (still read: layouts unknown).
 TRACE_COLUMNS_V1 = ("path", "bytes_written", "file_size", "stripe_count", "stripe_size", "rank", "comm_size",
@@ -40,7 +44,42 @@ TRACE_COLUMNS = TRACE_COLUMNS_V1 + ("layout", "dir_layout")
 COUNTS_COLUMNS_V1 = ("app", "job", "host", "pid", "rank", "hits", "misses", "errors", "started", "ended")
 COUNTS_COLUMNS = COUNTS_COLUMNS_V1 + ("skips",)
 
+#: A requests CSV's header; ``mirror_count`` follows when a request has mirrors.
+REQUEST_COLUMNS = ("file", "write_bytes", "stripe_count", "rank", "pool", "components")
+
 _INT = re.compile(r"-?[0-9]+")
+
+
+class CsvRequest(Protocol):
+    """What a requests CSV says of a request (a trace's or Darshan log's ``Request``, a named ``PRequest``)."""
+
+    @property
+    def file(self) -> str | None: ...
+    @property
+    def write_bytes(self) -> int: ...
+    @property
+    def stripe_count(self) -> int: ...
+    @property
+    def rank(self) -> int: ...
+    @property
+    def pool(self) -> str | None: ...
+    @property
+    def components(self) -> tuple[Component, ...]: ...
+    @property
+    def mirror_count(self) -> int: ...
+
+
+def write_requests_csv(path: str, requests: Iterable[CsvRequest]) -> None:
+    """``requests`` as :data:`REQUEST_COLUMNS` (the template as its JSON text), ``mirror_count`` only when
+    some request has mirrors."""
+    requests = list(requests)
+    with open(path, "w", encoding="utf-8", errors="surrogateescape", newline="") as out:
+        writer = csv.writer(out, lineterminator="\n")
+        mirrored = any(r.mirror_count > 1 for r in requests)
+        writer.writerow(REQUEST_COLUMNS + (("mirror_count",) if mirrored else ()))
+        for r in requests:
+            writer.writerow((r.file, r.write_bytes, r.stripe_count, r.rank, r.pool or "",
+                             components_text(r.components)) + ((r.mirror_count,) if mirrored else ()))
 
 
 @dataclass(frozen=True)

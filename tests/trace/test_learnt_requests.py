@@ -1,5 +1,6 @@
 """A Darshan log's request is a trace's request plus the OSTs Darshan saw; each learnt request (trace,
-Darshan, prediction) becomes a stored request's values in one place (``RequestIn.learnt``)."""
+Darshan, prediction) becomes a stored request's values in one place (``RequestIn.learnt``) and a requests
+CSV's row in one place (``write_requests_csv``)."""
 
 from pathlib import Path
 
@@ -7,6 +8,7 @@ from iez.db.requests import RequestIn
 from iez.model import EOF_END, Component
 from iez.predict.learn import load_trace
 from iez.predict.series import PRequest
+from iez.trace.csvformat import write_requests_csv
 from iez.trace.darshan import DarshanRequest, read_log
 from iez.trace.parse import Request
 
@@ -46,3 +48,16 @@ def test_a_darshan_log_learnt_by_iez_predict_is_its_requests_as_a_run():
     requests = read_log(log).requests
     assert requests and run.requests == tuple(
         PRequest(r.file, r.write_bytes, r.stripe_count, r.rank, r.pool, r.components) for r in requests)
+
+
+def test_trace_and_prediction_requests_are_written_as_one_csv(tmp_path):
+    traced = [Request("/l/a,b", 5 * MIB, 4, MIB, 3, "flash", TEMPLATE[:1]), Request("/l/c", 1, 1, None, -1)]
+    write_requests_csv(str(tmp_path / "t.csv"), traced)
+    assert (tmp_path / "t.csv").read_text() == (
+        "file,write_bytes,stripe_count,rank,pool,components\n"
+        '"/l/a,b",5242880,4,3,flash,"[{""end"":4194304,""stripe_count"":1,""stripe_size"":1048576,""pool"":""flash""}]"\n'
+        "/l/c,1,1,-1,,\n")
+    predicted = [PRequest("/l/p", 7, 2, 0), PRequest("/l/q", 9, 1, 1, mirror_count=2)]
+    write_requests_csv(str(tmp_path / "p.csv"), predicted)
+    assert (tmp_path / "p.csv").read_text() == (
+        "file,write_bytes,stripe_count,rank,pool,components,mirror_count\n/l/p,7,2,0,,,1\n/l/q,9,1,1,,,2\n")
