@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Iterable, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from sqlalchemy import Connection, delete, select, update
 from sqlalchemy.orm import Session
@@ -30,26 +30,10 @@ from iez.db.lookup import allocation as stored_allocation
 from iez.layout.model import components_text, request_policy
 from iez.model import Component, Layout
 
+if TYPE_CHECKING:  # the trace package's protocol, for the annotation only: storage needs nothing of it
+    from iez.trace.csvformat import LearntRequest
+
 CHUNK = 500  # bound on IN (...) lists
-
-
-class Learnt(Protocol):
-    """A request learnt from a run (a trace's or Darshan log's ``Request``, a prediction's ``PRequest``)."""
-
-    @property
-    def write_bytes(self) -> int: ...
-    @property
-    def stripe_count(self) -> int: ...
-    @property
-    def rank(self) -> int: ...
-    @property
-    def pool(self) -> str | None: ...
-    @property
-    def components(self) -> tuple[Component, ...]: ...
-    @property
-    def default_layout(self) -> str | None: ...
-    @property
-    def mirror_count(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -68,7 +52,7 @@ class RequestIn:
     mirror_count: int = 1  # copies of the file (FLR mirrors)
 
     @classmethod
-    def learnt(cls, file: str, r: Learnt, source: str, stripe_size: int | None = None) -> RequestIn:
+    def learnt(cls, file: str, r: LearntRequest, source: str, stripe_size: int | None = None) -> RequestIn:
         """``r`` stored as ``file`` (a prediction's may have none), with the stripe size its run saw, if any:
         the one place a learnt request's fields become a row's."""
         return cls(file, r.write_bytes, r.stripe_count, r.rank, stripe_size, source, r.pool, r.components,

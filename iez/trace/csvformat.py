@@ -50,8 +50,9 @@ REQUEST_COLUMNS = ("file", "write_bytes", "stripe_count", "rank", "pool", "compo
 _INT = re.compile(r"-?[0-9]+")
 
 
-class CsvRequest(Protocol):
-    """What a requests CSV says of a request (a trace's or Darshan log's ``Request``, a named ``PRequest``)."""
+class LearntRequest(Protocol):
+    """A request learnt from a run (a trace's or Darshan log's ``Request``, a prediction's ``PRequest``): what
+    a requests CSV row (:func:`write_requests_csv`) and a stored request (``RequestIn.learnt``) read of it."""
 
     @property
     def file(self) -> str | None: ...
@@ -66,10 +67,12 @@ class CsvRequest(Protocol):
     @property
     def components(self) -> tuple[Component, ...]: ...
     @property
+    def default_layout(self) -> str | None: ...
+    @property
     def mirror_count(self) -> int: ...
 
 
-def write_requests_csv(path: str, requests: Iterable[CsvRequest]) -> None:
+def write_requests_csv(path: str, requests: Iterable[LearntRequest]) -> None:
     """``requests`` as :data:`REQUEST_COLUMNS` (the template as its JSON text), ``mirror_count`` only when
     some request has mirrors."""
     requests = list(requests)
