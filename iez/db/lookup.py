@@ -31,8 +31,6 @@ CHUNK = 500
 
 _COLUMNS = "a.path, a.stripe_size, a.stripe_count, a.osts, a.pool, a.layout, a.note"
 _LIVE = "a.state <> 'stale'"
-#: The keys every allocation's JSON has (:meth:`iez.model.Allocation.to_json`).
-_PLAIN = ("file", "stripe_size", "stripe_count", "osts")
 
 
 def one_statement(sqlite: bool, extra: str = "", joins: str = "") -> str:
@@ -72,12 +70,6 @@ def allocation(row) -> Allocation:
     parsed = parse_attr(text, f"allocation of {row[0]}")
     return Allocation(row[0], row[1], tuple(parse_osts(row[3])), "", pool or parsed.pool, parsed.components, note,
                       parsed.mirrors, parsed.preferred_mirror, parsed.stale)
-
-
-def policy_fields(path: str, pool: str | None, layout_text: str | None) -> dict:
-    """``pool``, ``components`` and mirrors of a stored allocation's JSON (:meth:`Allocation.to_json`), when its
-    layout has them (``{}`` for a plain one)."""
-    return {k: v for k, v in allocation((path, 0, 0, "", pool, layout_text)).to_json().items() if k not in _PLAIN}
 
 
 def layout(row) -> dict:
