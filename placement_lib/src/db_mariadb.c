@@ -102,16 +102,20 @@ static int wait_for(MYSQL *m, int status, double deadline)
     if (status & MYSQL_WAIT_READ) pfd.events |= POLLIN;
     if (status & MYSQL_WAIT_WRITE) pfd.events |= POLLOUT;
     if (status & MYSQL_WAIT_EXCEPT) pfd.events |= POLLPRI;
-    double left_ms = (deadline - iez_mono()) * 1000.0;
-    if (left_ms <= 0)
-        return -1;
-    int timeout = (int)left_ms + 1;
-    if (status & MYSQL_WAIT_TIMEOUT) {
-        unsigned lib = mysql_get_timeout_value_ms(m);
-        if (lib < (unsigned)timeout)
-            timeout = (int)lib;
-    }
-    int rc = poll(&pfd, 1, timeout);
+    int rc;
+    do {
+        /* a signal (the application's timer) interrupts the wait, not the query: wait again, same deadline */
+        double left_ms = (deadline - iez_mono()) * 1000.0;
+        if (left_ms <= 0)
+            return -1;
+        int timeout = (int)left_ms + 1;
+        if (status & MYSQL_WAIT_TIMEOUT) {
+            unsigned lib = mysql_get_timeout_value_ms(m);
+            if (lib < (unsigned)timeout)
+                timeout = (int)lib;
+        }
+        rc = poll(&pfd, 1, timeout);
+    } while (rc < 0 && errno == EINTR);
     if (rc < 0)
         return -1;
     if (rc == 0)

@@ -113,3 +113,32 @@ def test_a_cut_off_mariadb_lookup_fails_that_create_only(build, request, state_d
     assert placed == {str(work / n): expected[str(work / n)] for n in AFTER}, err.decode(errors="replace")[-3000:]
     assert [(r["hits"], r["misses"], r["errors"]) for r in counts_rows(state_dir)] == [
         (str(len(AFTER)), "0", str(len(LOCKED)))]
+
+
+@pytest.mark.timeout(600)
+def test_signals_during_mariadb_lookups_neither_hang_nor_cut_them_off(runner, state_dir, apps, tmp_path):
+    """A SIGALRM handler creates files every 2 ms while the main thread creates files too (``signal_lookup``),
+    so the signal often lands in the middle of a main-thread lookup: the handler's create then gets the plain
+    call (libiez is busy on that thread), and the lookup it interrupted waits on for the server's answer.
+    Before, the interrupted wait (``poll`` failing with EINTR) was taken for a server that did not answer:
+    thousands of errors per run and lookups paused. Every run must end, make every file, place the handler's
+    files it looked up with the DB's layout, and count no error."""
+    n = 300
+    db = fresh_db("mysql", tmp_path, "siglookup")
+    work = tmp_path / "work"
+    expected = pin_layouts(db, {work / f"s.{i}": (MIB, [i % 8, 8 + i % 8]) for i in range(n)})
+    for attempt in range(5):
+        reset_dir(work)
+        for old in (state_dir / "runs").glob("*") if (state_dir / "runs").is_dir() else []:
+            old.unlink()
+        run = runner.iez([apps("signal_lookup"), work, n], db, timeout=scaled(90),
+                         IEZ_TIMEOUT_MS=int(scaled(0.1) * 1000))
+        assert (run.returncode, run.stdout, run.stderr) == (0, f"created {n}\n".encode(), b""), f"run {attempt}"
+        made = sorted(p.name for p in work.iterdir())
+        mains = [m for m in made if m.startswith("m.")]
+        assert sorted(m for m in made if m.startswith("s.")) == sorted(f"s.{i}" for i in range(n))
+        placed = layouts_below(work)
+        assert placed == {p: expected[p] for p in placed}, f"run {attempt}: a file placed with another layout"
+        [row] = counts_rows(state_dir)
+        assert (row["misses"], row["errors"], row["hits"]) == (str(len(mains)), "0", str(len(placed))), (
+            f"run {attempt}")
