@@ -14,16 +14,27 @@ One rule, in this order:
 Client nodes that run jobs without the Python package get the library from the administrator (deploy/README.md:
 ``/usr/lib/iez/libiez.so``, the path the SPANK plugin's ``lib=`` names); ``IEZ_PRELOAD_LIB`` points the commands
 at it.
+
+Which emulated cluster a process runs against is :func:`emulated_root` (``IEZ_EMULATE``, empty counting as
+unset), and whether it must run again under the library is :func:`needs_preload`; every command and mover asks
+these two. ``IEZ_EMULATE`` is not a field of :class:`iez.config.Settings` but one of its
+``PROCESS_VARIABLES``: it is per-process protocol, not a service's configuration. The preload library reads it
+in every process (a job's, the movers'), iez sets it for the processes it starts (the demo's writers, the
+competitor, ``iez drain --cluster`` before it re-executes itself), and it is read from the environment as it is
+at the moment of asking, after such a change, where ``Settings`` is read once per process and cached.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 
 from iez.errors import ConfigError
 
 PRELOAD_ENV = "IEZ_PRELOAD_LIB"
+EMULATE_ENV = "IEZ_EMULATE"
 #: The copy ``pip install .`` puts in the package (setup.py's build step).
 PACKAGED = Path(__file__).resolve().parent / "_lib" / "libiez.so"
 
@@ -67,3 +78,28 @@ def find_library(given: str | None = None, build: bool = True) -> Path:
     raise LibraryNotFound(f"the preload library libiez.so was not found ({tried}): reinstall iez with a C "
                           f"compiler and libsqlite3-dev present (pip install . builds it), build it with "
                           f"`make -C placement_lib`, or set {PRELOAD_ENV}")
+
+
+def emulated_root(env: Mapping[str, str] | None = None) -> str | None:
+    """The root of the emulated cluster this process runs against (``IEZ_EMULATE`` in ``env``, the process's
+    environment by default, read now), or None on Lustre or on no cluster at all (unset or empty)."""
+    return (os.environ if env is None else env).get(EMULATE_ENV) or None
+
+
+def preloaded(env: Mapping[str, str]) -> bool:
+    """Whether ``env`` already preloads libiez (a library of that name in ``LD_PRELOAD``, whichever separator)."""
+    return any(os.path.basename(p).startswith("libiez") for p in env.get("LD_PRELOAD", "").replace(":", " ").split())
+
+
+def preload_into(env: dict[str, str]) -> None:
+    """Put libiez first in ``env``'s ``LD_PRELOAD`` and placement off unless ``env`` sets a mode (a mover or
+    copier places its files itself); :class:`LibraryNotFound` when there is none."""
+    env["LD_PRELOAD"] = " ".join(filter(None, [str(find_library()), env.get("LD_PRELOAD", "")]))
+    env.setdefault("IEZ_MODE", "off")
+
+
+def needs_preload(env: Mapping[str, str] | None = None) -> bool:
+    """Whether a process with ``env`` (this one's by default) must run under libiez and does not yet: it runs
+    against an emulated cluster, whose bandwidths only the library's pacing gives its I/O."""
+    env = os.environ if env is None else env
+    return emulated_root(env) is not None and not preloaded(env)

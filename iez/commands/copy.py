@@ -16,6 +16,7 @@ import sys
 from iez.move import CongestionSettings, MoveOptions, move
 from iez.move.congestion import SKIP, THRESHOLD_S, WINDOW
 from iez.move.files import keep_directory_attributes, make_directories, plan
+from iez.runtime import LibraryNotFound, needs_preload, preload_into
 
 REEXEC_MARK = "IEZ_COPY_REEXEC"
 
@@ -83,10 +84,6 @@ def wanted_env(args: argparse.Namespace, env: dict) -> dict[str, str]:
     return out
 
 
-def preloaded(env: dict) -> bool:
-    return any(os.path.basename(p).startswith("libiez") for p in env.get("LD_PRELOAD", "").replace(":", " ").split())
-
-
 def argv_of(args: argparse.Namespace) -> list[str]:
     """The command line that repeats ``args`` (for the re-execution)."""
     out = ["copy"]
@@ -113,20 +110,16 @@ def reexec_if_needed(args: argparse.Namespace, argv: list[str] | None = None) ->
     (``argv``: the iez command line to run again; the copy's own by default)."""
     env = dict(os.environ)
     wanted = wanted_env(args, env)
-    emulating = bool(env.get("IEZ_EMULATE"))
-    missing = (emulating and not preloaded(env)) or any(env.get(k) != v for k, v in wanted.items())
+    unloaded = needs_preload(env)
+    missing = unloaded or any(env.get(k) != v for k, v in wanted.items())
     if not missing or env.get(REEXEC_MARK):
         os.environ.update(wanted)
         return
-    if emulating and not preloaded(env):
-        from iez.runtime import LibraryNotFound, find_library
-
+    if unloaded:
         try:
-            lib = find_library()
+            preload_into(env)  # placement off: the copy places its files itself
         except LibraryNotFound as err:
             raise ValueError(f"IEZ_EMULATE is set but libiez cannot be preloaded: {err}") from None
-        env["LD_PRELOAD"] = " ".join(filter(None, [str(lib), env.get("LD_PRELOAD", "")]))
-        env.setdefault("IEZ_MODE", "off")  # the copy places its files itself
     env.update(wanted)
     env[REEXEC_MARK] = "1"
     sys.stdout.flush()

@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 import sys
 
+from iez.runtime import EMULATE_ENV, LibraryNotFound, emulated_root, preload_into
+
 #: Set in the re-executed command, so it runs once more only.
 MARK = "IEZ_MOVER_PRELOADED"
 
@@ -21,18 +23,16 @@ def rerun_preloaded(argv: list[str], share: float, emulate: str | None = None) -
     os.environ["IEZ_IO_CLASS"] = "rebalance"
     os.environ["IEZ_IO_SHARE"] = repr(share)
     if emulate:
-        os.environ.setdefault("IEZ_EMULATE", emulate)
-    if not os.environ.get("IEZ_EMULATE") or os.environ.get(MARK):
+        os.environ.setdefault(EMULATE_ENV, emulate)
+    root = emulated_root()
+    if not root or os.environ.get(MARK):
         return
-    from iez.runtime import LibraryNotFound, find_library
-
-    try:
-        lib = str(find_library())
-    except LibraryNotFound as err:
-        raise OSError(f"IEZ_EMULATE={os.environ['IEZ_EMULATE']} is an emulated cluster but the placement library "
-                      f"is not available: {err}") from None
     env = dict(os.environ, IEZ_MODE="off", **{MARK: "1"})
-    env["LD_PRELOAD"] = ":".join(p for p in (lib, os.environ.get("LD_PRELOAD")) if p)
+    try:
+        preload_into(env)
+    except LibraryNotFound as err:
+        raise OSError(f"IEZ_EMULATE={root} is an emulated cluster but the placement library "
+                      f"is not available: {err}") from None
     sys.stdout.flush()
     sys.stderr.flush()
     os.execve(sys.executable, [sys.executable, "-m", "iez.cli", *argv], env)

@@ -21,13 +21,16 @@ import json
 import os
 import shutil
 import subprocess
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
 from iez.allocate import make_policy
+from iez.allocate.base import Refused
 from iez.layout import emulated, lustre
 from iez.layout.model import Layout
 from iez.model import ClusterState, WriteRequest
+from iez.runtime import emulated_root
 
 MiB = 1024 * 1024
 
@@ -44,11 +47,10 @@ class Placer:
         self.reason = ""
 
     @classmethod
-    def for_destination(cls, dest: str, policy: str = "iez", env: dict | None = None) -> "Placer":
+    def for_destination(cls, dest: str, policy: str = "iez", env: Mapping[str, str] | None = None) -> "Placer":
         """Emulated placement when ``dest`` is in the emulated cluster's data, Lustre placement on Lustre, else none."""
-        env = os.environ if env is None else env
         probe = _existing_parent(dest)
-        root = env.get("IEZ_EMULATE")
+        root = emulated_root(env)
         if root:
             cluster_file = Path(root) / "cluster.json"
             try:
@@ -102,6 +104,7 @@ class Placer:
                 engine.dispose()
         from iez.sim.description import load_cluster
 
+        assert self.cluster_file is not None  # emulated: for_destination gave it (Lustre returned above)
         described = load_cluster(self.cluster_file)
         osts = [replace(o, load=loads.get(o.index, 0.0)) for o in described.osts]
         return ClusterState.build(osts, list(described.osses.values()), described.fill_cap)
@@ -126,8 +129,7 @@ class Placer:
         placement = self.policy.place(view, requests)
         out: list[Layout | None] = []
         for request, outcome in zip(requests, placement.outcomes):
-            osts_of = getattr(outcome, "osts", None)
-            if not osts_of:
+            if type(outcome) is Refused or not outcome.osts:
                 out.append(None)
                 continue
             for ost, nbytes in outcome.stripe_bytes(request.write_bytes):

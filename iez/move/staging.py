@@ -33,6 +33,7 @@ from iez.db import stager_state as journal_db
 from iez.errors import StorageUnavailable
 from iez.move import temps
 from iez.move.files import plan
+from iez.runtime import LibraryNotFound, needs_preload, preload_into
 
 DEFAULT_SHARE = 0.3  # of each server, for background staging
 
@@ -232,15 +233,11 @@ def start_detached(directory: Path | None = None, share: float = DEFAULT_SHARE) 
         env["IEZ_STATE_DIR"] = str(directory)
     env["IEZ_IO_CLASS"] = "staging"
     env["IEZ_IO_SHARE"] = repr(share)
-    if env.get("IEZ_EMULATE") and "libiez" not in env.get("LD_PRELOAD", ""):
-        from iez.runtime import LibraryNotFound, find_library
-
+    if needs_preload(env):
         try:
-            lib = find_library()
+            preload_into(env)
         except LibraryNotFound as err:
             raise ValueError(f"IEZ_EMULATE is set but libiez cannot be preloaded: {err}") from None
-        env["LD_PRELOAD"] = " ".join(filter(None, [str(lib), env.get("LD_PRELOAD", "")]))
-        env.setdefault("IEZ_MODE", "off")
     log = open((directory or state_dir()) / "staging.log", "ab")
     try:
         return subprocess.Popen([sys.executable, "-m", "iez.cli", "stage", "run"], env=env, stdin=subprocess.DEVNULL,

@@ -48,6 +48,7 @@ from typing import Any, Callable
 
 from iez.errors import IezError
 from iez.rebalance.plan import File, Move
+from iez.runtime import emulated_root
 
 STATE_NAME = "drain.json"
 PLAN_NAME = "plan.json"
@@ -90,8 +91,8 @@ def resolve(cluster: str | None, root: str | None, settings, db_given: bool) -> 
     ``IEZ_EMULATE=ROOT``, or ``--db DB --root DIR`` (Lustre: the DB's live view, the files below DIR)."""
     if cluster is None and root and (Path(root) / "cluster.json").is_file() and not db_given:
         cluster, root = root, None
-    if cluster is None and not root and not db_given and os.environ.get("IEZ_EMULATE"):
-        cluster = os.environ["IEZ_EMULATE"]
+    if cluster is None and not root and not db_given:
+        cluster = emulated_root()
     if cluster is not None:
         from iez.emulate.cluster import ClusterLayout
 
