@@ -18,7 +18,7 @@ import gc
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, replace
-from typing import Callable, Sequence
+from typing import Callable, Sequence, final
 
 from iez.allocate.stripe import ALIGNMENT, MAX_STRIPE_SIZE, stripe_size
 from iez.errors import Infeasible
@@ -44,6 +44,7 @@ class AllocationError(Infeasible):
         super().__init__(f"{where}: {reason}")
 
 
+@final  # nothing derives from it, so ``type(x) is Refused`` narrows both ways for mypy
 @dataclass(frozen=True)
 class Refused:
     """Why one file gets no layout (it is then left to Lustre's own allocator)."""
@@ -196,9 +197,9 @@ class Policy(ABC):
         outcomes: list[Allocation | Refused] = []
         for request, owned in zip(requests, owners):
             if type(owned) is Refused:
-                outcomes.append(owned)  # type: ignore[arg-type]
+                outcomes.append(owned)
                 continue
-            shape, base = owned  # type: ignore[misc]
+            shape, base = owned
             outcomes.append(assemble(request, shape, base, lists, sizes, name, degraded))
         return Placement(requests, tuple(outcomes))
 
@@ -249,7 +250,10 @@ class Policy(ABC):
                                          "distinct")
                 outcomes[i] = layout
                 chosen[i] = size
-        return outcomes, chosen  # type: ignore[return-value]
+        done = [o for o in outcomes if o is not None]  # every request has its outcome: each pool's, refused or placed
+        if len(done) != len(outcomes):
+            raise AssertionError(f"{self.name}: {len(outcomes) - len(done)} requests left without an outcome")
+        return done, chosen
 
     def _place_view(self, view: ClusterState, requests: list[WriteRequest], counts: list[int], sizes: list[int]
                     ) -> list[Sequence[int] | Refused]:
@@ -355,7 +359,7 @@ def expand_requests(requests: Sequence[WriteRequest], rules: StripeRules, usable
             owners.append(shape)
             continue
         owners.append((shape, len(part_requests)))
-        for part, size in shape.parts:  # type: ignore[union-attr]
+        for part, size in shape.parts:
             part_requests.append(part)
             fixed.append(size)
     return part_requests, fixed, owners
@@ -381,7 +385,7 @@ def _shape_of(request: WriteRequest, rules: StripeRules, usable: Callable[[str |
         nbytes = comp.bytes_in(request.write_bytes)
         if comp.overstriping and comp.stripe_count != ALL_OSTS and comp.stripe_count > usable(pool):
             # more stripes than OSTs: rounds of distinct OSTs, so each OST holds its share of the file
-            size = component_stripe_size(comp, nbytes, comp.stripe_count, rules)
+            size: int | None = component_stripe_size(comp, nbytes, comp.stripe_count, rules)
             probe = Component(comp.start, comp.end, comp.stripe_count, size, pool, tuple(range(comp.stripe_count)),
                               overstriping=True)
             objects = component_stripe_bytes(probe, request.write_bytes)
@@ -419,11 +423,11 @@ def assemble(request: WriteRequest, shape: _Shape, base: int, outcomes: Sequence
              sizes: Sequence[int], policy: str, degraded: set[int]) -> Allocation | Refused:
     """The request's :class:`Allocation` from its parts' outcomes (refused as a whole if any part is)."""
     if not shape.components:
-        osts = outcomes[base]
-        if type(osts) is Refused:
-            return osts  # type: ignore[return-value]
-        return Allocation(request.file, sizes[base], osts, policy, shape.parts[0][0].pool, (),  # type: ignore
-                          _degraded_note(osts, degraded) if degraded else "")  # type: ignore[arg-type]
+        only = outcomes[base]
+        if type(only) is Refused:
+            return only
+        return Allocation(request.file, sizes[base], only, policy, shape.parts[0][0].pool, (),
+                          _degraded_note(only, degraded) if degraded else "")
     comps: list[Component] = []
     all_osts: list[int] = []
     first_size = 0
@@ -436,8 +440,8 @@ def assemble(request: WriteRequest, shape: _Shape, base: int, outcomes: Sequence
             got = outcomes[base + i]
             if type(got) is Refused:
                 end = "EOF" if comp.end == EOF_END else comp.end
-                return Refused(f"component [{comp.start}, {end}): {got.reason}")  # type: ignore[union-attr]
-            osts += got  # type: ignore[operator]
+                return Refused(f"component [{comp.start}, {end}): {got.reason}")
+            osts += got
         placed = _placed_component(comp, size or sizes[base + indices[0]], osts)
         first_size = first_size or placed.stripe_size or 0
         comps.append(placed)

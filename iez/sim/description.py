@@ -244,8 +244,8 @@ def parse_lfs_df(text: str, source: str = "<lfs df>", defaults: Defaults | None 
             pool = None
             continue
         if line.startswith("Pool:"):
-            name = line.split(":", 1)[1].strip()
-            pool = name.split(".", 1)[1] if "." in name else name
+            label = line.split(":", 1)[1].strip()
+            pool = label.split(".", 1)[1] if "." in label else label
             if not pool:
                 raise DescriptionError(f"{where}: 'Pool:' without a pool name")
             continue

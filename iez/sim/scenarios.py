@@ -32,6 +32,7 @@ outside a file's pool or on an OST that takes no stripes.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Callable
 
 from iez.model import Component, WriteRequest
@@ -61,6 +62,11 @@ class Scenario:
     tags: tuple[str, ...] = field(default_factory=tuple)
 
 
+def _one(make: Callable[[], Job]) -> Callable[[], list[Job]]:
+    """A scenario's jobs: the one job ``make`` builds (when the scenario runs, as every scenario's jobs are)."""
+    return lambda: [make()]
+
+
 def _paper(fill: FillProfile = PAPER_FILL) -> ClusterSpec:
     return ClusterSpec(oss_count=3, osts_per_oss=5, ost_bytes=10 * GiB, fill=fill)
 
@@ -76,18 +82,18 @@ def _scenarios() -> list[Scenario]:
             out.append(Scenario(
                 f"{fill_name}-ior-fpp-sc{sc}-{ranks}",
                 f"IOR FPP, {ranks} processes writing {gb} GB, stripe count {sc}",
-                cluster, lambda sc=sc, ranks=ranks, gb=gb: [ior(ranks, gb * GB, sc)], tags=(fill_name,)))
+                cluster, _one(partial(ior, ranks, gb * GB, sc)), tags=(fill_name,)))
         for ranks in (8, 16, 32):
             out.append(Scenario(
                 f"{fill_name}-hacc-fpp-sc8-{ranks}",
                 f"HACC-IO FPP, {ranks} processes, 10 M particles, stripe count 8",
-                cluster, lambda ranks=ranks: [hacc_io(ranks, 8)], tags=(fill_name,)))
+                cluster, _one(partial(hacc_io, ranks, 8)), tags=(fill_name,)))
         if fill_name == "paper":  # one 32/64 GB file needs 8 OSTs with 4/8 GB free: only the paper's fill has them
             for ranks, gb in ((16, 32), (32, 64)):
                 out.append(Scenario(
                     f"paper-ior-ssf-sc8-{ranks}",
                     f"IOR SSF, {ranks} processes writing one {gb} GB file, stripe count 8",
-                    cluster, lambda gb=gb: [ior(1, gb * GB, 8, mode="ssf")], evaluate_over="holding",
+                    cluster, _one(partial(ior, 1, gb * GB, 8, mode="ssf")), evaluate_over="holding",
                     tags=(fill_name,)))
         out.append(Scenario(
             f"{fill_name}-concurrent",
@@ -240,12 +246,16 @@ def _placement_families() -> list[Scenario]:
         out.append(Scenario(f"seq-skewed-100jobs-{v}", "100 seeded jobs one after another (IOR / HACC-IO FPP "
                             "and shared files, stripe counts 1-8 and -1, 4-32 ranks of 64 MiB-2 GiB)",
                             ClusterSpec(4, 6, 512 * GiB, FillProfile("random", 0.20, 0.80, seed)),
-                            lambda seed=seed: job_sequence(100, seed), tags=("sequence",)))
+                            partial(job_sequence, 100, seed), tags=("sequence",)))
     return out
 
 
 def _with_mirrors(job: Job, count: int) -> Job:
     return Job(job.app, tuple(replace(r, mirror_count=count) for r in job.requests))
+
+
+def _mirrored_ior_fpp(count: int) -> Job:
+    return _with_mirrors(ior(16, 16 * GB, 2), count)
 
 
 def _mirror_scenarios() -> list[Scenario]:
@@ -257,7 +267,7 @@ def _mirror_scenarios() -> list[Scenario]:
         out.append(Scenario(
             f"mirror-ior-fpp-{count}copies", f"IOR FPP, 16 processes writing 16 GB with {count} mirrors each, "
             "stripe count 2, 6 OSS x 4 OSTs", ClusterSpec(6, 4, 20 * GiB, PAPER_FILL),
-            lambda count=count: [_with_mirrors(ior(16, 16 * GB, 2), count)], tags=("mirror",)))
+            _one(partial(_mirrored_ior_fpp, count)), tags=("mirror",)))
     out.append(Scenario(
         "mirror-racks-hacc-2copies", "HACC-IO, 16 processes, 2 mirrors, stripe count 2, 6 OSS x 4 OSTs in racks "
         "of 2 OSSs (the failure domain)", ClusterSpec(6, 4, 20 * GiB, PAPER_FILL, oss_per_domain=2),
