@@ -36,6 +36,7 @@ from iez.demo.scenarios import Scenario, demo as demo_scenario
 from iez.demo.services import Services
 from iez.demo.writers import Writer, measure
 from iez.layout.usage import usage
+from iez.placement import readable_requests
 from iez.model import ClusterState, WriteRequest, io_time, oss_loads, oss_usable_bandwidth, raid0_bytes
 from iez.traffic import WINDOW_REPORTS
 from iez.errors import IezError
@@ -268,14 +269,15 @@ class Demo:
         return f"{len(self.predicted)} requests predicted and stored"
 
     def _app_requests(self, app: str) -> list[WriteRequest]:
+        """The application's stored requests, read as the MDS reads them (:func:`iez.placement.readable_requests`)."""
         def query(conn):
-            rows = conn.execute(select(WriteRequestRow.path, WriteRequestRow.write_bytes, WriteRequestRow.stripe_count,
-                                       WriteRequestRow.rank)
-                                .join(Application, Application.id == WriteRequestRow.app_id)
-                                .where(Application.name == app).order_by(WriteRequestRow.rank))
-            return [WriteRequest(app, p, b, c, r) for p, b, c, r in rows]
+            return list(conn.execute(select(WriteRequestRow).join(Application, Application.id == WriteRequestRow.app_id)
+                                     .where(Application.name == app).order_by(WriteRequestRow.rank)))
 
-        return read(self.engine, query)
+        requests, unreadable = readable_requests(app, read(self.engine, query))
+        if unreadable:
+            raise StepFailed(f"{app}: {len(unreadable)} stored requests do not read: {next(iter(unreadable.values()))}")
+        return requests
 
     def _await_allocations(self) -> str:
         paths = [r.file for r in self.predicted]
