@@ -81,7 +81,7 @@ class GreedyPolicy(Policy):
             if type(shape) is Refused:
                 outcomes[i] = shape
                 continue
-            count, size = shape  # type: ignore[misc]
+            count, size = shape
             chosen[i] = size
             todo.append((i, part_objects(request, size, count)))
         todo.sort(key=lambda item: (-requests[item[0]].write_bytes, item[0]))
