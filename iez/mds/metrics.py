@@ -212,7 +212,8 @@ class MdsMetrics:
             self.server, _ = start_http_server(port, host, registry=self.registry)
         except (OSError, socket.gaierror) as err:
             raise OSError(f"cannot bind http://{bind} (--metrics-bind): {err.strerror or err}") from None
-        self.address = self.server.server_address[:2]
+        bound = self.server.server_address
+        self.address = (str(bound[0]), int(bound[1]))
         return self.address
 
     def close(self) -> None:

@@ -75,8 +75,11 @@ def solve(osts: list[Ost], files: list[File], target: float, fill_cap: float = 0
     def add(entries, lo, hi):
         nonlocal r
         for c, v in entries:
-            rows.append(r), cols.append(c), vals.append(v)
-        low.append(lo), high.append(hi)
+            rows.append(r)
+            cols.append(c)
+            vals.append(v)
+        low.append(lo)
+        high.append(hi)
         r += 1
 
     for k, (fi, s) in enumerate(stripes):

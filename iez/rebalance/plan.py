@@ -33,6 +33,10 @@ import heapq
 import time
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from iez.model import Layout
 
 #: The fill spread the plan aims under when none is given.
 DEFAULT_TARGET = 0.10
@@ -107,7 +111,7 @@ class File:
     overstriped: frozenset = frozenset()
     mirrors: tuple[int, ...] = ()
     pools: tuple = ()
-    layout: object = field(default=None, compare=False, repr=False)
+    layout: Layout | None = field(default=None, compare=False, repr=False)
 
     @property
     def plain(self) -> bool:

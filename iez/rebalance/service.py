@@ -157,6 +157,7 @@ class Balancer:
         self.emulated = (Path(root) / "cluster.json").is_file()
         if not Path(root).is_dir():
             raise ValueError(f"--root {root}: no such directory")
+        self.root: str = root  # settings.root, checked above
         self.db_settings: Settings | None
         self.view: liveview.DbView | liveview.EmulatedView
         if settings.db or not self.emulated:
@@ -184,13 +185,13 @@ class Balancer:
         from iez.rebalance import inventory
 
         if self.db_settings is not None:
-            roots = [self.settings.root]
+            roots = [self.root]
             if self.emulated:
                 from iez.emulate.cluster import ClusterLayout
 
-                roots = ClusterLayout.load(self.settings.root).data
+                roots = ClusterLayout.load(self.root).data
             return inventory.from_db(self.db_settings, roots)
-        return inventory.from_cluster(self.settings.root)
+        return inventory.from_cluster(self.root)
 
     def domains(self, inv) -> list[tuple[str | None, list[int], list[int]]]:
         """(pool, usable OSTs, every member) per balancing domain, the configured pools only when given."""

@@ -126,11 +126,11 @@ class Collector:
             for name in ("idle", "moving", "paused"):
                 state.add_metric([label, name], 1 if p["state"] == name else 0)
             paused.add_metric([label], 1 if p["state"] == "paused" else 0)
-            for k, family in gauges.items():
+            for k, gauge in gauges.items():
                 if p.get(k) is not None:
-                    family.add_metric([label], p[k])
-            for k, family in counters.items():
-                family.add_metric([label], p[k])
+                    gauge.add_metric([label], p[k])
+            for k, counter in counters.items():
+                counter.add_metric([label], p[k])
         yield state
         yield paused
         yield from gauges.values()
