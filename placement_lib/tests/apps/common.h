@@ -6,9 +6,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -82,6 +84,18 @@ static inline long app_threads(long n, void *(*fn)(void *), size_t stack)
     }
     free(tids);
     return failed;
+}
+
+/* SIGALRM to handler every usec microseconds (SA_RESTART: the program's own calls go on). */
+static inline void app_alarm_every(void (*handler)(int), long usec)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = handler;
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGALRM, &sa, NULL);
+    struct itimerval every = { { 0, usec }, { 0, usec } };
+    setitimer(ITIMER_REAL, &every, NULL);
 }
 
 #endif

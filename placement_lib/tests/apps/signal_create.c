@@ -26,6 +26,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common.h"
+
 extern void *__libc_malloc(size_t);
 extern void *__libc_calloc(size_t, size_t);
 extern void *__libc_realloc(void *, size_t);
@@ -135,13 +137,7 @@ int main(int argc, char **argv)
     for (int t = 1; t < nthreads; t++)
         pthread_create(&threads[t], NULL, churner, (void *)(long)(t * 7919));
     pthread_sigmask(SIG_UNBLOCK, &alarm_set, NULL);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_alarm;
-    sa.sa_flags = SA_RESTART;
-    sigaction(SIGALRM, &sa, NULL);
-    struct itimerval every = { { 0, 300 }, { 0, 300 } };
-    setitimer(ITIMER_REAL, &every, NULL);
+    app_alarm_every(on_alarm, 300);
     churn(12345u);
     struct itimerval off = { { 0, 0 }, { 0, 0 } };
     setitimer(ITIMER_REAL, &off, NULL);

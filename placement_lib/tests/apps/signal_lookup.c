@@ -20,6 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common.h"
+
 static char dir[3000];
 static volatile sig_atomic_t made;
 static long nfiles;
@@ -67,13 +69,7 @@ int main(int argc, char **argv)
     }
     snprintf(dir, sizeof dir, "%s", argv[1]);
     nfiles = atol(argv[2]);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_alarm;
-    sa.sa_flags = SA_RESTART;
-    sigaction(SIGALRM, &sa, NULL);
-    struct itimerval it = { { 0, 2000 }, { 0, 2000 } };
-    setitimer(ITIMER_REAL, &it, NULL);
+    app_alarm_every(on_alarm, 2000);
     time_t until = time(NULL) + 60;
     char path[3100];
     for (long i = 0; made < nfiles && time(NULL) < until; i++) {
