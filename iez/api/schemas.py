@@ -18,9 +18,10 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 
 from iez.allocate import POLICY_NAMES
 from iez.db.models import MAX_PATH_BYTES
+from iez.db.requests import RequestIn
 from iez.db.stats import OssReport, OstReport
 from iez.layout.emulated import canonical_template, parse_attr
-from iez.layout.model import components_from_json
+from iez.layout.model import components_from_json, request_policy
 from iez.lustre_limits import MAX_OST_INDEX, MAX_POOL_NAME, MAX_STRIPE_COUNT
 from iez.model import check_pool_name
 
@@ -234,6 +235,13 @@ class WriteRequestIn(BaseModel):
         default=None, description="layout text of the directory default the request was learnt under ('' none)")
     mirror_count: JsonInt = Field(default=1, ge=1, le=4,
                                   description="copies of the file (Lustre FLR mirrors), each in its own failure domains")
+
+    def stored(self) -> RequestIn:
+        """The request as the DB stores it: the one place the API's request becomes a row's values (its pool and
+        template checked and parsed as every stored request's are)."""
+        values = self.model_dump()
+        values["pool"], values["components"] = request_policy(self.pool, self.components, self.file)
+        return RequestIn(**values)
 
 
 class RequestsIn(BaseModel):

@@ -11,8 +11,7 @@ from iez.api.auth import Caller
 from iez.api.schemas import RequestIds, RequestsIn
 from iez.db.engine import write_transaction
 from iez.db.models import Application
-from iez.db.requests import RequestIn, set_owner, upsert_requests
-from iez.layout.model import request_policy
+from iez.db.requests import set_owner, upsert_requests
 
 router = APIRouter(prefix="/v1/requests", tags=["requests"])
 
@@ -29,11 +28,8 @@ def post_requests(body: RequestsIn, engine: Engine = Depends(deps.engine),
     if not who.admin and body.owner not in (None, who.user):
         raise HTTPException(403, f"owner: only the service credential gives an application to another user "
                                  f"(you are {who.user!r})")
-    requests = []
-    for r in body.requests:
-        values = r.model_dump()
-        values["pool"], values["components"] = request_policy(r.pool, r.components, r.file)
-        requests.append(RequestIn(**values))
+    requests = [r.stored() for r in body.requests]
+
     def store(session: Session) -> list[int]:  # may run twice (write_transaction): DB work only
         if not who.admin:
             owner = session.scalar(select(Application.owner).where(Application.name == body.app))
