@@ -76,13 +76,14 @@ def identify(path: Path, exe: str, uid: int | None) -> tuple[str, str, float]:
 
 
 def _read(path: Path):
-    """(app, user, jobid, start, requests as JSON-able lists) of one log; ValueError for a bad log."""
+    """(app, user, jobid, start, requests as PRequest.to_dict objects) of one log; ValueError for a bad log."""
+    from iez.predict.series import from_request
     from iez.trace.darshan import read_log
 
     imported = read_log(path)
     uid = None
     app, user, start = identify(path, imported.exe, uid)
-    requests = [[r.file, r.write_bytes, r.stripe_count, r.rank, r.pool] for r in imported.requests]
+    requests = [from_request(r).to_dict() for r in imported.requests]  # the file's policy (pool, PFL, mirrors) too
     m = _NAME.match(path.name)  # the scheduler's job id of the name, else the log's own
     return app, user, m.group("jobid") if m else str(imported.jobid or ""), start, requests
 
@@ -122,11 +123,11 @@ def import_new(conn: sqlite3.Connection, root: Path, say=print) -> tuple[PassRes
 
 def group_runs(conn: sqlite3.Connection, app: str, user: str):
     """The group's runs, oldest first, from the state (no log is read again)."""
-    from iez.predict.series import PRequest, make_run
+    from iez.predict.series import from_dict, make_run
 
     runs = []
     for path, jobid, requests in state.group_logs(conn, app, user):
-        reqs = [PRequest(f, wb, sc, rank, pool) for f, wb, sc, rank, pool in requests]
+        reqs = [from_dict(r, f"{path} (Darshan import state)") for r in requests]
         if reqs:
             runs.append(make_run(jobid or Path(path).name, reqs))
     return runs

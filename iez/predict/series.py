@@ -54,7 +54,7 @@ import numpy as np
 
 from iez.errors import InputError
 from iez.layout.emulated import canonical_template, parse_attr
-from iez.layout.model import request_policy
+from iez.layout.model import components_from_json, request_policy
 from iez.model import Component
 from iez.trace.csvformat import TRACE_COLUMNS, TRACE_COLUMNS_V1, read_trace
 from iez.trace.parse import Request, TraceDir, merge_requests, trace_files
@@ -85,6 +85,16 @@ class PRequest:
         if self.mirror_count > 1:
             out["mirror_count"] = self.mirror_count
         return out
+
+
+def from_dict(d: dict | list, where: str) -> PRequest:
+    """A run's request from :meth:`PRequest.to_dict`'s object (``where`` names it in errors); a list is the
+    Darshan import state's older record, ``[file, write_bytes, stripe_count, rank, pool]``."""
+    if isinstance(d, list):
+        return PRequest(*d)
+    components = components_from_json(d["components"], where) if d.get("components") else ()
+    return PRequest(d["file"], d["write_bytes"], d["stripe_count"], d["rank"], d.get("pool"), components,
+                    d.get("default_layout"), d.get("mirror_count", 1))
 
 
 def from_request(r: Request) -> PRequest:

@@ -72,3 +72,30 @@ def test_a_darshan_tree_is_learnt_incrementally_and_never_read_twice(tmp_path):
     rows = state.execute("SELECT status, count(*) FROM logs GROUP BY status").fetchall()
     assert dict(rows) == {"ok": 10, "corrupt": 1}
     assert state.execute("SELECT count(*) FROM pending").fetchone() == (0,)
+
+
+PFL_LOG = REPO / "tests" / "trace" / "data" / "pfl-synthetic.darshan"
+
+
+@pytest.mark.skipif(not PFL_LOG.is_file(), reason="no PFL Darshan log")
+def test_a_tree_keeps_each_files_pool_and_pfl_template(tmp_path):
+    """What ``iez learn --darshan`` keeps of one log (pool, PFL template), the tree's import keeps too: the
+    import state records each request's policy, not only its size and stripe count."""
+    db = str(tmp_path / "iez.db")
+    subprocess.run([sys.executable, "-m", "iez.cli", "db", "upgrade", "--db", db], check=True, cwd=REPO,
+                   capture_output=True)
+    logs = tmp_path / "logs"
+    for k in range(2):  # two runs of one application by one user
+        target = logs / "2026" / "11" / "3" / f"alice_pflapp_id{500 + k}_11-3-{3600 + k}-{k:08x}.darshan"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(PFL_LOG, target)
+    done, _ = learn(tmp_path, logs, db)
+    assert done["imported"] == 2
+    with sqlite3.connect(db) as conn:
+        rows = dict(conn.execute("SELECT r.path, r.components FROM write_requests r WHERE r.source = 'predicted' "
+                                 "AND r.path LIKE '%pfl.dat'"))
+        pools = dict(conn.execute("SELECT r.path, r.pool FROM write_requests r WHERE r.source = 'predicted'"))
+    assert list(rows) == ["/lustre/scratch/pfl/pfl.dat"], rows
+    template = json.loads(rows["/lustre/scratch/pfl/pfl.dat"])
+    assert [(c["end"], c["stripe_count"]) for c in template] == [(4 << 20, 1), (64 << 20, 4), (-1, 8)]
+    assert pools["/lustre/scratch/pfl/pfl.dat"] == "flash" and pools["/lustre/scratch/pfl/plain.dat"] == "disk"
