@@ -20,8 +20,11 @@ The model is simple and stated:
   started with (a job never has more room than that, and less room never makes
   a job faster), so it bounds every placement that keeps to the fill cap. It
   counts every byte a policy must send: every stripe object of every copy of a
-  mirrored file. It does not assume the copies sit in distinct failure domains
-  (Lustre's allocators may share one), which only lowers it.
+  mirrored file, and what keeping the copies of a file in failure domains of
+  their own forces (:mod:`iez.sim.mirror_bounds`: a pool with as many domains
+  as the file has copies puts a whole copy on each), as iez and the greedy do;
+  so it bounds the placements that keep copies apart, not Lustre's FLR, which
+  may put two copies on one server.
   Times are modelled from bandwidths, never measured.
 """
 
@@ -39,6 +42,7 @@ from iez.model import ALL_OSTS, ClusterState, raid0_bytes
 from iez.sim.cluster import Overrides
 from iez.sim.metrics import (Bandwidths, balance, fill_spread, makespan, makespan_bound, ost_cost_bound,
                              window_bound)
+from iez.sim.mirror_bounds import domain_bound
 from iez.sim.scenarios import Scenario
 from iez.sim.workloads import Job
 
@@ -177,12 +181,20 @@ def job_objects(prepared: Prepared, requests, rules: StripeRules | None = None) 
     return out
 
 
-def job_bound(prepared: Prepared, job: Job) -> float:
+def job_bound(prepared: Prepared, job: Job, domains: bool = True) -> float:
     """The job's I/O time no placement within the fill cap can beat, on the room the run started with.
 
     Pools: each pool's files alone, and all files over the union of their OSTs (a relaxation);
-    the largest of those bounds.
+    the largest of those bounds. With ``domains`` (the default, what ``makespan_bound_s`` sums), also what
+    keeping every copy of a mirrored file in failure domains of its own forces
+    (:func:`iez.sim.mirror_bounds.domain_bound`), as iez and the greedy do: the bound then holds for every
+    placement that keeps the copies apart, not for one that shares a domain (Lustre's FLR may).
     """
+    forced = domain_bound(prepared, job) if domains and any(r.mirror_count > 1 for r in job.requests) else 0.0
+    return max(forced, _job_bound_blind(prepared, job))
+
+
+def _job_bound_blind(prepared: Prepared, job: Job) -> float:
     room = np.array([o.room_bytes(prepared.cluster.fill_cap) for o in prepared.cluster.osts], dtype=np.int64)
     groups = job_objects(prepared, job.requests)
     if not groups:

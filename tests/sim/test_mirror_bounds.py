@@ -3,10 +3,11 @@
 Each copy of a mirrored file writes all of the file's stripe objects, so the bound the engine reports
 (:func:`iez.sim.engine.job_bound`) must cover ``mirror_count`` times the objects. Checked against an
 exhaustive search over small clusters: no assignment of every object of every copy to OSTs within the
-room under the fill cap beats it (distinctness of OSTs and failure domains is left out of that search,
-which only lowers its best, so the check is stricter than the scenarios need); where the copies can be
-spread as evenly as whole objects allow, the best placement that keeps each copy's stripes on distinct
-OSTs and the copies of a file in distinct failure domains meets the bound, and so does iez.
+room under the fill cap beats its domain-blind part (distinctness of OSTs and failure domains is left out of
+that search, which only lowers its best), and no placement that keeps each copy's stripes on distinct OSTs and
+the copies of a file in distinct failure domains (what iez and the greedy promise) beats the whole bound, which
+also counts what the domains force (:mod:`iez.sim.mirror_bounds`); where the copies can be spread as evenly as
+whole objects allow, that best placement meets the bound, and so does iez.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from iez.allocate.base import StripeRules
 from iez.allocate.mirrors import domain_of
 from iez.model import OSS, OST, ClusterState, WriteRequest, raid0_bytes
 from iez.sim.cluster import DescribedCluster
-from iez.sim.engine import prepare, run
+from iez.sim.engine import job_bound, prepare, run
 from iez.sim.metrics import makespan
 from iez.sim.scenarios import Scenario
 from iez.sim.workloads import Job
@@ -90,10 +91,12 @@ def best_honouring_domains(prepared, room, requests) -> float:
 
 
 @st.composite
-def instances(draw):
+def instances(draw, racks: bool = False):
     n_oss = draw(st.integers(1, 3))
-    osses = [OSS(f"s{k}", cpu_pct=draw(st.sampled_from([0, 0, 50])), bandwidth=draw(st.integers(100, 900)) * MiB)
-             for k in range(n_oss)]
+    # with ``racks``, some servers share a failure domain (the cluster description's ``domain``)
+    domain = [draw(st.sampled_from(["", "r0", "r1"])) if racks else "" for _ in range(n_oss)]
+    osses = [OSS(f"s{k}", cpu_pct=draw(st.sampled_from([0, 0, 50])), bandwidth=draw(st.integers(100, 900)) * MiB,
+                 domain=domain[k]) for k in range(n_oss)]
     osts = []
     for k in range(n_oss):
         for _ in range(draw(st.integers(1, 2 if n_oss > 1 else 3))):
@@ -117,11 +120,21 @@ def instances(draw):
 @pytest.mark.slow
 @settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(instances())
-def test_no_placement_of_every_copy_within_the_cap_beats_the_bound(instance):
+def test_no_placement_of_every_copy_within_the_cap_beats_the_domain_blind_bound(instance):
+    cluster, requests = instance
+    prepared, room = setting(cluster, requests)
+    blind = job_bound(prepared, prepared.jobs[0], domains=False)
+    assert blind <= best_any(prepared, room, requests) * (1 + 1e-12)  # both infinite when nothing fits
+
+
+@pytest.mark.slow
+@settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(instances(racks=True))
+def test_no_placement_keeping_copies_in_domains_of_their_own_beats_the_bound(instance):
     cluster, requests = instance
     prepared, room = setting(cluster, requests)
     (bound,) = prepared.job_bounds
-    assert bound <= best_any(prepared, room, requests) * (1 + 1e-12)  # both infinite when nothing fits
+    assert bound <= best_honouring_domains(prepared, room, requests) * (1 + 1e-12)
 
 
 def tight_cases():
@@ -155,18 +168,43 @@ def test_the_bound_is_tight_where_copies_spread_evenly_and_iez_reaches_it(name, 
     assert sum(iez.ost_bytes) == sum(r.write_bytes * r.mirror_count for r in requests)
 
 
-def test_the_bound_relaxes_failure_domains_so_it_also_holds_for_placements_that_share_one():
-    """One file, 2 copies, on an OSS three times as fast as the other: keeping the copies apart costs a
-    whole object on the slow OSS; the bound does not assume that (Lustre's allocators may share a server),
-    so it is lower, and still below every placement."""
+def test_the_bound_counts_what_failure_domains_force_and_stays_below_every_placement_that_keeps_them():
+    """One file, 2 copies, on an OSS three times as fast as the other: keeping the copies apart costs a whole
+    copy on the slow OSS. The domain-blind bound (both copies on the fast server, as Lustre's FLR may do) is
+    2 GiB / 600 MiB/s; the bound iez and the greedy are judged by counts the forced copy, 1 GiB / 200 MiB/s,
+    and the exhaustive search over placements that keep the copies apart meets it."""
     cluster = ClusterState.build([OST(0, "fast", 8 * GiB // 1024, 8 * GiB // 1024, bandwidth=600 * MiB),
                                   OST(1, "slow", 8 * GiB // 1024, 8 * GiB // 1024, bandwidth=200 * MiB)],
                                  [OSS("fast", bandwidth=600 * MiB), OSS("slow", bandwidth=200 * MiB)], 1.0)
     requests = [WriteRequest("app", "/m/0", GiB, 1, 0, mirror_count=2)]
     prepared, room = setting(cluster, requests)
     (bound,) = prepared.job_bounds
-    assert bound == pytest.approx(2 * GiB / (600 * MiB), rel=1e-9) == pytest.approx(best_any(prepared, room, requests))
-    assert best_honouring_domains(prepared, room, requests) == pytest.approx(GiB / (200 * MiB))
+    blind = job_bound(prepared, prepared.jobs[0], domains=False)
+    assert blind == pytest.approx(2 * GiB / (600 * MiB), rel=1e-9) == pytest.approx(best_any(prepared, room, requests))
+    assert bound == pytest.approx(GiB / (200 * MiB), rel=1e-9) and bound > blind * 1.4
+    assert best_honouring_domains(prepared, room, requests) >= bound * (1 - 1e-12)
+    for policy in ("iez", "greedy"):
+        got = run(prepared.scenario, policy, prepared=prepared)
+        assert not got.refused and got.makespan_s == pytest.approx(bound, rel=1e-9), policy
+
+
+def test_a_pool_with_as_many_racks_as_copies_forces_a_whole_copy_on_each_rack():
+    """Two racks: a fast one of two servers and a slow one of one, 3 files of 2 stripes with 2 copies. Every
+    copy that keeps to its own rack puts a whole copy of each file on the slow rack (3 GiB at 300 MiB/s); the
+    domain-blind bound spreads 6 GiB over 900 MiB/s. The bound counts the forced bytes, and the best placement
+    keeping copies in racks of their own (exhaustive) is no faster; iez and the greedy reach it."""
+    osts = [OST(i, f"s{i // 2}", 16 * GiB // 1024, 16 * GiB // 1024, bandwidth=150 * MiB) for i in range(6)]
+    osses = [OSS("s0", domain="fast"), OSS("s1", domain="fast"), OSS("s2", domain="slow", bandwidth=300 * MiB)]
+    cluster = ClusterState.build(osts, osses, 1.0)
+    requests = [WriteRequest("app", f"/m/{f}", GiB, 2, f, mirror_count=2) for f in range(3)]
+    prepared, room = setting(cluster, requests)
+    (bound,) = prepared.job_bounds
+    blind = job_bound(prepared, prepared.jobs[0], domains=False)
+    assert bound == pytest.approx(3 * GiB / (300 * MiB), rel=1e-9) and bound > blind * 1.4
+    assert best_honouring_domains(prepared, room, requests) >= bound * (1 - 1e-12)
+    for policy in ("iez", "greedy"):
+        got = run(prepared.scenario, policy, prepared=prepared)
+        assert not got.refused and got.makespan_s == pytest.approx(bound, rel=1e-9), policy
 
 
 def test_files_alike_but_for_their_copies_are_each_counted_with_their_own():
