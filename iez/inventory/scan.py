@@ -61,7 +61,10 @@ def file_row(path: str, st: os.stat_result, fid: str, parent: str, name: str, ro
         found, problem = None, str(err)
     if found is not None:
         layout, layout_text = found
-        pairs = ost_bytes(layout, st.st_size)
+        if len(layout.osts) == 1 and not layout.components and not layout.mirrors:
+            pairs = [(layout.osts[0], st.st_size)]  # one RAID-0 object holds it all (ost_bytes, without its 1.5 us)
+        else:
+            pairs = ost_bytes(layout, st.st_size)
     row = {"fid": fid, "parent": parent, "name": name, "root_id": root_id, "size": st.st_size,
            "layout": layout_text, "uid": st.st_uid, "gid": st.st_gid, "mode": st.st_mode, "nlink": st.st_nlink,
            "ino": st.st_ino, "mtime_ns": st.st_mtime_ns, "ctime_ns": st.st_ctime_ns, "atime_ns": st.st_atime_ns,

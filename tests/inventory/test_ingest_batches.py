@@ -187,3 +187,52 @@ def test_a_statement_the_sender_runs_that_fails_is_raised_and_stops_those_after_
     with engine.connect() as conn:
         assert [f for (f,) in conn.execute(select(InvObject.fid).order_by(InvObject.fid))] == [
             "0x1:0x3:0x0", "0x1:0x4:0x0", "0x1:0x5:0x0"]
+
+
+def test_a_stale_file_is_looked_at_again_only_when_a_batch_could_find_it(engine, tmp_path, monkeypatch):
+    """A file not found where its records put it (stale) is looked at again with the first batch of a read,
+    with a batch that moves a directory (one above it may be where it went) and with a batch naming it, not
+    with the batches between: one record a batch, the lstat calls of its paths counted."""
+    from iez.inventory.changelog import ZERO_FID, Record, fid_of_inode
+
+    rng = random.Random(7)
+    data = tmp_path / "data"
+    (data / "d").mkdir(parents=True)
+    scan(engine, [str(data)], workers=1)
+    root, d = fid_of_inode(os.stat(data).st_ino), fid_of_inode(os.stat(data / "d").st_ino)
+    put(data / "d" / "f", 3000, (1,), rng)
+    put(data / "g", 100, (2,), rng)
+    put(data / "h", 200, (3,), rng)
+    f, g, h = (fid_of_inode(os.stat(p).st_ino) for p in (data / "d" / "f", data / "g", data / "h"))
+    os.rename(data / "d", data / "e")  # before the consumer looks: d/f is not there, e/f is
+    stamp = "12:00:00.000000000 2026.11.27"
+    log = tmp_path / "changelog"
+
+    def write(*records: Record) -> None:
+        with open(log, "a") as out:
+            out.writelines(r.to_line() + "\n" for r in records)
+
+    write(Record(1, "CREAT", 0, f, stamp, d, "f"), Record(2, "CREAT", 0, g, stamp, root, "g"),
+          Record(3, "CLOSE", 0, g, stamp))
+    looked: list[str] = []
+    real = consumer._lstat
+    monkeypatch.setattr(consumer, "_lstat", lambda path: (looked.append(path), real(path))[1])
+
+    def run() -> list[str]:
+        looked.clear()
+        report = Consumer(engine, EmulatedChangelog(log, EMULATED_USER), MDT, EMULATED_USER, [str(data)],
+                          batch=1).run_once()
+        assert report.rescans == 0
+        return [p for p in looked if p.endswith("/f")]
+
+    def stale_f() -> int:
+        with engine.connect() as conn:
+            return conn.execute(select(InvFile.stale).where(InvFile.fid == f)).scalar_one()
+
+    # batch 1 looks at d/f (not there: stale); batches 2 and 3 (g's records) neither name f nor move a directory
+    assert run() == [f"{data}/d/f"] and stale_f() == 1
+    # the next read's first batch looks again (h's CREAT); then the directory's rename: e/f is found
+    write(Record(4, "CREAT", 0, h, stamp, root, "h"), Record(5, "CLOSE", 0, h, stamp),
+          Record(6, "RENME", 0, ZERO_FID, stamp, root, "e", d, root, "d"))
+    assert run() == [f"{data}/d/f", f"{data}/e/f"]
+    assert stale_f() == 0 and held(engine) == tree(data)
