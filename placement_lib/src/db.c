@@ -10,7 +10,9 @@
  * the server down, as above.
  *
  * Where a DB client cannot run safely, there is no direct lookup (an error,
- * the plain call; a layout map still answers): in a vfork() child (it shares
+ * the plain call; a layout map still answers): a MariaDB lookup in a signal
+ * handler (signals.c: it may have interrupted malloc, which Connector/C
+ * calls), any lookup in a vfork() child (it shares
  * the parent's memory, so the parent's connection state), and in the child of
  * a fork() taken while other threads ran (one of them may have held a lock of
  * SQLite's, of the resolver's or of the connector's, which the child would
@@ -314,6 +316,11 @@ int iez_db_lookup_until(const char *abspath, struct iez_alloc *out, double deadl
     if (!iez_is_owner()) {
         /* a vfork() child: the parent's memory, the parent's connection, another descriptor table */
         iez_debug("no DB lookup of %s in a vfork() child (a layout map would answer)", abspath);
+        return IEZ_LOOKUP_ERROR;
+    }
+    if (iez_in_handler && iez_db_is_mysql(c->db)) {
+        /* the handler may have interrupted its thread inside malloc or free, which Connector/C calls */
+        iez_debug("no MariaDB lookup of %s in a signal handler (a layout map or SQLite would answer)", abspath);
         return IEZ_LOOKUP_ERROR;
     }
     if (pthread_mutex_trylock(&db_state.lock) != 0) {

@@ -86,6 +86,15 @@ extern const char *iez_db_watched;
 void iez_db_app_opened(const char *path, int fd);
 double iez_mono(void);      /* CLOCK_MONOTONIC seconds: every deadline */
 
+/* ---- signal handlers (signals.c) --------------------------------------- */
+/* 1 when this thread runs an application's signal handler (installed behind libiez's trampoline): called
+ * on the caller's stack, before any switch to libiez's. A handler left by a longjmp is forgotten once the
+ * stack is back above it; until then it is taken as running (conservative: a create unplaced, never wrong). */
+int iez_signal_running(void);
+/* Set for the create under way on this thread when it comes from a signal handler (place.c): no direct
+ * MariaDB lookup, whose client allocates with glibc's malloc (db.c). */
+extern IEZ_TLS int iez_in_handler;
+
 /* ---- paths (path.c) ---------------------------------------------------- */
 /* Absolute, lexically normalised path of (dirfd, path); 0 on success. */
 int iez_abspath(int dirfd, const char *path, char *out, size_t outlen);

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 IEZ_TLS int iez_decided;
+IEZ_TLS int iez_in_handler;
 
 /* Removes the file iez created at (dirfd, path) if it is still that inode. */
 static void remove_created(int dirfd, const char *path, dev_t dev, ino_t ino)
@@ -304,7 +305,11 @@ int iez_place_open(iez_open_call call, int which, int dirfd, const char *path, i
         return IEZ_PLACE_PRECREATE;
     struct place_args a = { .call = call, .which = which, .dirfd = dirfd, .path = path, .flags = flags,
                             .mode = mode, .fdp = fdp };
-    return iez_on_stack(on_stack_open, &a) == 0 ? a.rc : IEZ_PLACE_PLAIN;
+    int was = iez_in_handler; /* a handler's create may interrupt this one before its lookup */
+    iez_in_handler = iez_signal_running();
+    int rc = iez_on_stack(on_stack_open, &a) == 0 ? a.rc : IEZ_PLACE_PLAIN;
+    iez_in_handler = was;
+    return rc;
 }
 
 static void place_before(int dirfd, const char *path, unsigned mode, struct iez_created *c)
@@ -384,7 +389,10 @@ void iez_place_before(int dirfd, const char *path, unsigned mode, struct iez_cre
     if (iez_cfg()->mode != IEZ_MODE_PLACE || iez_busy || iez_decided || !path)
         return;
     struct place_args a = { .dirfd = dirfd, .path = path, .mode = mode, .c = c };
+    int was = iez_in_handler;
+    iez_in_handler = iez_signal_running();
     iez_on_stack(on_stack_before, &a); /* when it cannot run: nothing created, the plain call */
+    iez_in_handler = was;
 }
 
 void iez_place_discard(int dirfd, const char *path, int fd)

@@ -76,6 +76,12 @@ struct mntent;
       IEZ_ENOSYS(-1))                                                                                          \
     X(sendfile, ssize_t, (int out, int in, off_t *off, size_t n), IEZ_ENOSYS(-1))                              \
     X(sendfile64, ssize_t, (int out, int in, off_t *off, size_t n), IEZ_ENOSYS(-1))                            \
+    /* signal handlers (signals.c; signal, bsd_signal, ssignal, sysv_signal and sigset are made there with  \
+     * sigaction, as glibc makes them, so they have no real call of their own) */                               \
+    X(sigaction, int, (int sig, const struct sigaction *act, struct sigaction *old), IEZ_ENOSYS(-1))           \
+    X(__sigaction, int, (int sig, const struct sigaction *act, struct sigaction *old),                         \
+      return REAL(sigaction)(sig, act, old))                                                                   \
+    X(siginterrupt, int, (int sig, int interrupt), IEZ_ENOSYS(-1))                                             \
     /* exec (exec.c) */                                                                                         \
     X(execve, int, (const char *path, char *const argv[], char *const envp[]), IEZ_ENOSYS(-1))                 \
     X(execv, int, (const char *path, char *const argv[]), IEZ_ENOSYS(-1))                                      \

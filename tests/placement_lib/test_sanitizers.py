@@ -100,3 +100,18 @@ def test_errno_probe_with_a_missing_db_and_pinned_paths(shared_db, san_runner, a
         assert_no_sanitizer_report(result.lib)
         result.assert_same()
         assert layouts_below(work) == {str(work / n): expected[str(work / n)] for n in placed}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_signal_handlers(backend, shared_db, san_runner, state_dir, apps, tmp_path):
+    """signal_actions (test_signal_actions.py): handlers behind libiez's trampolines, read back, raised, left by
+    siglongjmp; the handlers' creates skip MariaDB, the program's own are placed."""
+    db = shared_db(backend)
+    work = tmp_path / "work"
+    names = [f"{p}.{k}" for p in ("in", "ret", "out", "after") for k in range(4)]
+    expected = pin_layouts(db, {work / n: (MIB, [k, 8 + k]) for k, n in enumerate(names)})
+    result = san_runner.compare([apps("signal_actions"), work, 4], db, work)
+    assert_no_sanitizer_report(result.lib)
+    result.assert_same()
+    outside = {p: t for p, t in expected.items() if p.rsplit("/", 1)[1].split(".")[0] in ("out", "after")}
+    assert layouts_below(work) == (outside if backend == "mariadb" else expected)
