@@ -19,6 +19,20 @@ obvious thing with them (Graham's longest-processing-time list scheduling):
 
 Degraded OSTs are used only for files that fit nowhere else (Lustre's
 allocators do the same). A file none of whose placements fits is refused alone.
+
+Mirrored (FLR) files: every copy in failure domains (the OSS's ``domain``,
+else the OSS) no other copy of the file uses, as ``iez`` keeps them, since a
+placement with two copies in one domain does not answer the same problem. A
+mirrored file is placed whole at its place in the order: its objects largest
+first, each taken by every copy in turn (snake order) by the rule above, the
+candidates restricted to domains no other copy of the file uses and kept off a
+domain whose use would leave some copy unable to find its remaining objects in
+its own or unused domains. A copy at stripe count -1 takes every OST of the
+domains it is given (as an unmirrored -1 file takes every OST of its pool): the
+pool's domains, ordered by how soon their slowest OST would end an equal
+share, the ``t`` first dealt into one set per copy in snake order, for the
+``t`` that ends the file soonest. A file whose copies do not fit is refused
+alone, the reason naming the domains.
 """
 
 from __future__ import annotations
