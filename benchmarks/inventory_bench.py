@@ -189,7 +189,27 @@ def pairs(top: Path, files: int, against: str, rounds: int, mysql: str) -> list[
                   f"{row['this']['mysqld_cpu_s']} vs {row['before']['cpu_s']}/{row['before']['child_cpu_s']}/"
                   f"{row['before']['mysqld_cpu_s']}", flush=True)
             out.append(row)
+    per100k(out)
     return out
+
+
+def per100k(rows: list[dict]) -> None:
+    """The pairs' medians: records/s and CPU seconds per 100,000 records of each process (the ingesting one, its
+    parsing child, mysqld), this checkout against the other (process CPU is steadier than wall time on a shared
+    machine)."""
+    from statistics import median
+
+    for backend in sorted({r["backend"] for r in rows}):
+        mine = [r for r in rows if r["backend"] == backend]
+        line = []
+        for name in ("this", "before"):
+            def cpu(key: str) -> str:
+                got = [r[name][key] / r[name]["records"] * 1e5 for r in mine if r[name].get(key) is not None]
+                return f"{median(got):.2f}" if got else "-"
+
+            line.append(f"{median(r[name]['records_per_s'] for r in mine):,.0f} records/s, CPU s per 100k records "
+                        f"{cpu('cpu_s')}/{cpu('child_cpu_s')}/{cpu('mysqld_cpu_s')}")
+        print(f"median of {len(mine)} {backend} pairs (self/child/mysqld): {line[0]} vs {line[1]}", flush=True)
 
 
 # -- 2. the 10 M-file inventory --------------------------------------------------------------------------------------

@@ -407,9 +407,13 @@ class Consumer:
                 gone.discard(fid)
                 look.add(fid)
 
+        dirs = paths.dirs
         for r in records:
             kind, t = r.type, r.target
-            if kind in ("CREAT", "MKNOD", "HLINK"):
+            if kind in _RESTAT:  # most records (a file's CLOSE, SATTR...): asked first
+                if t not in dirs:
+                    look.add(t)
+            elif kind in ("CREAT", "MKNOD", "HLINK"):
                 if r.parent in paths.dirs:
                     names[t] = (r.parent or "", r.name or "")  # a named record has both (changelog.parse)
                     gone.discard(t)
@@ -438,8 +442,6 @@ class Consumer:
                     drop(t)
                 moved(renaming, r.parent or "", r.name or "")
                 renaming = None
-            elif kind in _RESTAT and t not in paths.dirs:
-                look.add(t)
         # directories: rows written, removed ones take their files (and subdirectories) with them
         if dirs_gone:
             below = set(dirs_gone)
@@ -521,23 +523,24 @@ class Consumer:
         stale: dict[str, tuple[str, str]] = {}
         dropped: set[str] = set()
         located = self._locate(where)
-        todo = []
-        for fid, (parent, name) in where.items():
-            root_id = paths.root_of(parent)
-            if root_id is None or is_temporary(name):
-                dropped.add(fid)
-            else:
-                todo.append((fid, parent, name, root_id, located.get(fid)))
+        dirs, emulated, layouts = paths.dirs, self.mount is None, self.layouts
         # lstat in this thread: a pool of 4 lstat threads was measured 3.7x slower on a local disk (2 CPUs; each
         # lstat is microseconds, the GIL hand-offs cost more). On Lustre, where each is a round trip, it may pay.
-        for (fid, parent, name, root_id, path), st in zip(todo, map(_lstat, [t[4] for t in todo])):
-            if st is None or path is None or (self.mount is None and fid_of_inode(st.st_ino) != fid):
+        for fid, (parent, name) in where.items():
+            entry = dirs.get(parent)
+            root_id = None if entry is None else entry[2]
+            if root_id is None or (name[:1] == "." and is_temporary(name)):
+                dropped.add(fid)
+                continue
+            path = located.get(fid)
+            st = _lstat(path)
+            if st is None or path is None or (emulated and fid_of_inode(st.st_ino) != fid):
                 stale[fid] = (parent, name)  # gone, or the name holds another file now: later records say more
                 continue
             if not statmod.S_ISREG(st.st_mode):
                 dropped.add(fid)
                 continue
-            row, pairs, _ = file_row(path, st, fid, parent, name, root_id, 0, self.layouts)
+            row, pairs, _ = file_row(path, st, fid, parent, name, root_id, 0, layouts)
             rows.append(row)
             objects[fid] = pairs
         return rows, objects, stale, dropped
