@@ -23,7 +23,12 @@ a controller pair), else the OSS itself.
   the domains no earlier copy of its file uses; the domains chosen file by
   file, :func:`_place_per_file`, where a copy at stripe count -1 takes every
   OST of its domains and a server too slow for it may be left out) and the
-  one that refuses fewest files, then ends soonest, is kept.
+  one that refuses fewest files, then ends soonest, is kept. A file at -1 still
+  refused whose copies each must take a whole domain gets room on the OSTs it
+  needs by moving fixed-count objects of other copies within their own domains
+  (:func:`_make_room`).
+- **greedy** places its mirrored files itself (:mod:`iez.allocate.greedy`),
+  every copy in failure domains of its own as well.
 - **rr / qos** model Lustre's FLR (``lfs mirror create -N``, ``lfs setstripe
   -N``): the MDS allocates each mirror's objects with its usual allocator and,
   while it can, steers away from the OSTs that overlapping components of the
