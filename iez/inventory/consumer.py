@@ -500,8 +500,9 @@ class Consumer:
             store.delete_files(conn, gone, send=None if sender is None else sender.send)
             fresh = [_placeholder(fid, parent, name, paths.root_of(parent) or 0)
                      for fid, (parent, name) in stale.items() if fid not in known]
-            # a file we have not seen yet, waiting for its next record
-            store.put_files(conn, fresh, {}, send=None if sender is None else sender.send)
+            # a file we have not seen yet, waiting for its next record (no row: no stripe objects to delete either,
+            # objects being written and deleted with their file's row)
+            store.put_files(conn, fresh, {}, existing=existing, send=None if sender is None else sender.send)
         finally:
             if sender is not None:
                 sender.close()  # every statement ran (or its error is raised) before the connection is used again
