@@ -16,14 +16,17 @@ import pytest
 
 from iez.emulate.bandwidth import MiB, Server, Table, write_table
 from test_bandwidth_emulation import cluster, env, lib, with_layout  # noqa: F401 (lib is a fixture)
+from waiting import scaled
 
 pytestmark = pytest.mark.slow
 
 WRITER = """
 import os, sys, time
-path, start, seconds = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+path, seconds = sys.argv[1], float(sys.argv[2])
 block = b"\\0" * (256 << 10)
 fd = os.open(path, os.O_WRONLY)
+print("ready", flush=True)
+start = float(sys.stdin.readline())  # the same start for every writer, sent once all are ready
 while time.time() < start:
     time.sleep(0.001)
 done = 0
@@ -41,13 +44,22 @@ def small_window(root: Path, ost_mib_s: float) -> None:
 
 
 def race(lib: Path, root: Path, writers: list[tuple[Path, dict]], seconds: float) -> list[int]:
-    start = time.time() + 1.0  # every interpreter is up by then
-    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(path), str(start), str(seconds)],
-                              env={**env(lib, root), **extra}, stdout=subprocess.PIPE, text=True)
+    """Each writer's bytes over the same window, which opens once every writer has its file open (on a loaded
+    machine an interpreter can take seconds to start: a fixed head start let one writer begin late)."""
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(path), str(seconds)],
+                              env={**env(lib, root), **extra}, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True)
              for path, extra in writers]
+    for p in procs:
+        assert p.stdout is not None and p.stdout.readline() == "ready\n", "a writer died before opening its file"
+    start = time.time() + 0.2
     out = []
     for p in procs:
-        stdout, _ = p.communicate(timeout=60)
+        assert p.stdin is not None
+        p.stdin.write(f"{start}\n")
+        p.stdin.flush()
+    for p in procs:
+        stdout, _ = p.communicate(timeout=scaled(60))
         assert p.returncode == 0
         out.append(int(stdout))
     return out
