@@ -53,6 +53,9 @@ RUNNABLE = [body for body, why in blocks((ROOT / "README.md").read_text()) if no
 def test_readme_block_runs(body, tree, tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("IEZ_", "LD_PRELOAD"))}
     env["IEZ_STATE_DIR"] = str(tmp_path / "state")
+    # the README's scratch directories (/tmp/iez-tour, /tmp/iez-run) go under the test's own tree: a run leaves
+    # nothing in /tmp, and two runs at once do not share them
+    body = body.replace("/tmp/", f"{tmp_path}/")
     done = subprocess.run(["bash", "-euo", "pipefail", "-c", body], cwd=tree, env=env, capture_output=True,
                           text=True, timeout=600)
     assert done.returncode == 0, f"{body}\nexited {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
