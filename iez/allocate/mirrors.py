@@ -495,7 +495,6 @@ def _make_room(policy: "Policy", cluster: ClusterState, requests, dom: dict[int,
     files had filled; a placement holding them all exists). The moves are undone if the file still does not fit."""
 
     cap = getattr(policy, "fill_cap", None) or cluster.fill_cap
-    by_index = {o.index: o for o in cluster.osts}
     rules = policy.stripe_rules
     for i in sorted(failed, key=lambda i: (requests[i].write_bytes, i)):
         r = requests[i]
@@ -536,7 +535,7 @@ def _make_room(policy: "Policy", cluster: ClusterState, requests, dom: dict[int,
                 if not targets or b <= 0:
                     continue
                 to = max(targets, key=lambda o: (room[o.index] - need.get(o.index, 0.0)) / max(
-                    by_index[o.index].usable_bandwidth, 1e-300)).index
+                    o.usable_bandwidth, 1e-300)).index
                 moves.append((key, a, {ost: -b, to: b}))
                 placed[key] = Allocation(a.file, a.stripe_size, tuple(to if o == ost else o for o in a.osts),
                                          a.policy, a.pool, (), a.note)
