@@ -132,6 +132,92 @@ static int fold_like_the_kernel(char *out, size_t outlen)
     return rc;
 }
 
+/* ---- the path of a directory descriptor, remembered ----------------------------------------------------
+ * openat(dirfd, name) callers (tar, cp -r, git, find) create thousands of files through one descriptor,
+ * and /proc/self/fd/N costs 4.4 us a readlink (procfs instantiates the entry each time) against 0.5 us
+ * for an fstat. So the path read for a descriptor is kept with the directory's (dev, ino) and reused
+ * while an fstat of the descriptor still names that directory (a descriptor closed and its number
+ * reused for another directory is a miss) and the path is younger than IEZ_DIRFD_FRESH_S. The age
+ * bound is the price: a directory (or one above it) renamed while a program holds it is looked up
+ * under its old name for that long (docs/preload.md "Directory descriptors"); the file itself is made
+ * by the real call either way.
+ * Any thread, or a signal handler, may read or fill a slot: each slot is a sequence lock whose writer
+ * only ever tries (an odd count, or a lost compare-and-swap, means "do not cache this time"), so
+ * nothing here waits. */
+#define IEZ_DIRFD_SLOTS 8
+#define IEZ_DIRFD_FRESH_S 0.1
+
+struct dirfd_slot {
+    unsigned seq; /* odd while a writer fills the slot */
+    int fd;
+    dev_t dev;
+    ino_t ino;
+    double read_at; /* iez_mono() of the readlink */
+    size_t len;
+    char path[IEZ_PATH_MAX];
+};
+
+static struct dirfd_slot dirfd_slots[IEZ_DIRFD_SLOTS];
+
+/* 0 with the remembered path of dirfd (a directory with st's dev, ino) in out, -1 on a miss. */
+static int dirfd_remembered(int dirfd, const struct stat *st, char *out, size_t outlen)
+{
+    struct dirfd_slot *s = &dirfd_slots[(unsigned)dirfd % IEZ_DIRFD_SLOTS];
+    unsigned seq = __atomic_load_n(&s->seq, __ATOMIC_ACQUIRE);
+    if (seq & 1)
+        return -1;
+    int fd = __atomic_load_n(&s->fd, __ATOMIC_RELAXED);
+    dev_t dev = __atomic_load_n(&s->dev, __ATOMIC_RELAXED);
+    ino_t ino = __atomic_load_n(&s->ino, __ATOMIC_RELAXED);
+    double read_at;
+    __atomic_load(&s->read_at, &read_at, __ATOMIC_RELAXED);
+    size_t len = __atomic_load_n(&s->len, __ATOMIC_RELAXED);
+    if (fd != dirfd || dev != st->st_dev || ino != st->st_ino || len == 0 || len >= outlen ||
+        iez_mono() - read_at > IEZ_DIRFD_FRESH_S)
+        return -1;
+    memcpy(out, s->path, len + 1);
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    if (__atomic_load_n(&s->seq, __ATOMIC_RELAXED) != seq || out[0] != '/' || out[len] != '\0')
+        return -1; /* a writer came by: the copy may be torn */
+    return 0;
+}
+
+static void dirfd_remember(int dirfd, const struct stat *st, const char *path, size_t len)
+{
+    struct dirfd_slot *s = &dirfd_slots[(unsigned)dirfd % IEZ_DIRFD_SLOTS];
+    unsigned seq = __atomic_load_n(&s->seq, __ATOMIC_RELAXED);
+    if ((seq & 1) || len >= sizeof s->path ||
+        !__atomic_compare_exchange_n(&s->seq, &seq, seq + 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+        return;
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    __atomic_store_n(&s->fd, dirfd, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->dev, st->st_dev, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->ino, st->st_ino, __ATOMIC_RELAXED);
+    double now = iez_mono();
+    __atomic_store(&s->read_at, &now, __ATOMIC_RELAXED);
+    memcpy(s->path, path, len + 1);
+    __atomic_store_n(&s->len, len, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->seq, seq + 2, __ATOMIC_RELEASE);
+}
+
+/* The absolute path of the directory open as dirfd, into out (0), or -1. */
+static int dirfd_path(int dirfd, char *out, size_t outlen)
+{
+    struct stat st;
+    int known = fstat(dirfd, &st) == 0 && S_ISDIR(st.st_mode);
+    if (known && dirfd_remembered(dirfd, &st, out, outlen) == 0)
+        return 0;
+    char link[40];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", dirfd);
+    ssize_t n = readlink(link, out, outlen - 1);
+    if (n <= 0 || out[0] != '/')
+        return -1;
+    out[n] = '\0';
+    if (known)
+        dirfd_remember(dirfd, &st, out, (size_t)n);
+    return 0;
+}
+
 int iez_abspath(int dirfd, const char *path, char *out, size_t outlen)
 {
     if (!path || !*path || outlen < 2)
@@ -142,13 +228,8 @@ int iez_abspath(int dirfd, const char *path, char *out, size_t outlen)
         if (dirfd == AT_FDCWD) {
             if (!getcwd(out, outlen))
                 return -1;
-        } else {
-            char link[40];
-            snprintf(link, sizeof link, "/proc/self/fd/%d", dirfd);
-            ssize_t n = readlink(link, out, outlen - 1);
-            if (n <= 0 || out[0] != '/')
-                return -1;
-            out[n] = '\0';
+        } else if (dirfd_path(dirfd, out, outlen) != 0) {
+            return -1;
         }
         blen = strlen(out);
         if (blen + 1 + plen >= outlen)

@@ -135,12 +135,17 @@ static void init_locked(void)
     }
     if (fds)
         return;
+    /* As long as the hard limit, not the soft one: a program may raise its soft limit after its first
+     * traced open (Python's resource module, a job launcher), and its descriptors above the old soft
+     * limit were not traced. The table is calloc'd, so its pages cost memory only where descriptors
+     * are (a 1,048,576 hard limit reserves 24 MiB of address space, not of memory). */
     struct rlimit rl;
     size_t n = 1024;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur > n)
-        n = (size_t)rl.rlim_cur;
-    if (n > (1u << 20))
-        n = 1u << 20; /* descriptors above this are not traced, only sized at exit */
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
+        n = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > (1u << 20) ? (1u << 20)
+            : rl.rlim_max > n                                      ? (size_t)rl.rlim_max
+                                                                   : n;
+    /* descriptors above 2^20, or above a hard limit raised later, are not traced, only sized at exit */
     void **table = calloc(n, sizeof *table);
     struct iez_stream_mark *marks = table ? calloc(n, sizeof *marks) : NULL;
     if (marks) {

@@ -267,3 +267,38 @@ def test_early_rows_without_a_trace_dir_leave_the_program_alone(runner, tmp_path
     cmp.assert_same()
     assert cmp.lib.stdout == b"ok\n"
     assert not list(tmp_path.rglob("*iez-trace*"))
+
+
+RAISED_LIMIT = r"""
+import os, resource, sys
+work = sys.argv[1]
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+first = open(os.path.join(work, "first.dat"), "w")          # the first traced open, at the low soft limit
+first.write("1" * 11); first.close()
+resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))   # then raised, as a launcher or a program does
+fd = os.open(os.path.join(work, "high.dat"), os.O_CREAT | os.O_WRONLY, 0o644)
+high = hard - 10
+os.dup2(fd, high); os.close(fd)
+os.write(high, b"h" * 123); os.close(high)
+print(soft, hard)
+"""
+
+
+@pytest.mark.skipif(__import__("resource").getrlimit(__import__("resource").RLIMIT_NOFILE)[1] < 2048,
+                    reason="the hard descriptor limit is too low to raise the soft one past 1024")
+def test_descriptors_above_a_soft_limit_raised_after_the_first_traced_open_are_traced(runner, tmp_path):
+    import resource
+
+    work, traces = tmp_path / "work", tmp_path / "traces"
+    work.mkdir()
+    traces.mkdir()
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("IEZ_")}
+    env.update(runner.env(None, **traced(work, traces)))
+    proc = subprocess.run([sys.executable, "-B", "-c", RAISED_LIMIT, str(work)], env=env, capture_output=True,
+                          timeout=60, preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (1024, hard)))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split()[0] == b"1024"
+    written = assert_bytes_are_sizes(read_traces(traces))
+    assert written[str(work / "high.dat")] == 123  # written on descriptor hard - 10, above the old 1024
+    assert written[str(work / "first.dat")] == 11
