@@ -3,6 +3,7 @@ committed with them, cleared after, kept across kill -9; a hole rescanned; a bad
 
 from __future__ import annotations
 
+import gc
 import os
 import random
 import signal
@@ -66,6 +67,40 @@ def test_a_batch_commits_its_position_and_the_log_is_cleared_up_to_it(engine, tm
     assert read_users(log.with_name(log.name + ".users")) == {EMULATED_USER: writer.index}
     assert consumer(engine, log, data).run_once().records == 0  # nothing applied twice
     writer.close()
+
+
+def test_a_read_pauses_the_cyclic_garbage_collector_and_restores_it(engine, tmp_path, monkeypatch):
+    """The collector is off while the records are applied (its passes over the batch's objects were a tenth
+    of the ingest) and as it was after the read, also after one that failed; left off when it was off."""
+    rng = random.Random(3)
+    data, log, writer = empty_followed(engine, tmp_path)
+    for n in range(5):
+        put(data / f"f{n}", 100, (0,), rng)
+    writer.poll()
+    seen: list[bool] = []
+    apply = Consumer._apply
+    monkeypatch.setattr(Consumer, "_apply", lambda self, *a: (seen.append(gc.isenabled()), apply(self, *a))[1])
+    assert gc.isenabled()
+    assert consumer(engine, log, data, batch=2).run_once().records == writer.index
+    assert seen and not any(seen) and gc.isenabled()
+    put(data / "g", 100, (0,), rng)
+    writer.poll()
+    writer.close()
+
+    def fail(self, *a):
+        raise RuntimeError("refused")
+
+    monkeypatch.setattr(Consumer, "_apply", fail)
+    with pytest.raises(RuntimeError, match="refused"):
+        consumer(engine, log, data).run_once()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        monkeypatch.setattr(Consumer, "_apply", lambda self, *a: apply(self, *a))
+        assert consumer(engine, log, data).run_once().position == writer.index
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
 
 
 @pytest.mark.slow
