@@ -229,32 +229,11 @@ static int born_since(int fd, const struct timespec *before)
            (stx.stx_btime.tv_sec == before->tv_sec && stx.stx_btime.tv_nsec >= before->tv_nsec);
 }
 
-/* O_CREAT opens in a row (any thread) that found their file already there. A program that opens
- * existing files with O_CREAT (logs opened with ">>", outputs rewritten in place) paid a failing O_EXCL
- * attempt, its own open and a statx per open: 2.1x the CPU of the plain open. After two in a row the
- * open is first tried without O_CREAT, which opens an existing file exactly as the plain call does
- * (the mode is unused then) and fails on anything else, with no side effect; a failure (a new file,
- * a dangling link, an error) ends the streak and the usual sequence follows, so a program that
- * creates new files pays nothing and one that alternates pays one failed open per switch. */
-static unsigned existing_streak;
-#define IEZ_EXISTING_STREAK 2
-
 static int place_open(iez_open_call call, int which, int dirfd, const char *path, int flags, unsigned mode,
                       int *fdp)
 {
     const struct iez_config *cfg = iez_cfg();
     int saved = errno;
-    if (!(flags & (O_EXCL | O_DIRECTORY | __O_TMPFILE)) &&
-        __atomic_load_n(&existing_streak, __ATOMIC_RELAXED) >= IEZ_EXISTING_STREAK) {
-        int fd = call(which, dirfd, path, flags & ~O_CREAT, mode);
-        if (fd >= 0) {
-            *fdp = fd;
-            errno = saved;
-            return IEZ_PLACE_DONE;
-        }
-        __atomic_store_n(&existing_streak, 0, __ATOMIC_RELAXED);
-        errno = saved;
-    }
     /* The application's call, except that only a new file is taken (the kernel reads the path:
      * an invalid pointer is EFAULT here as in the plain call, never a crash in libiez). */
     struct timespec before;
@@ -269,8 +248,6 @@ static int place_open(iez_open_call call, int which, int dirfd, const char *path
         }
         int err = errno;
         errno = saved; /* an existing file (or an error): the plain call says what it says */
-        if (err == EEXIST && __atomic_load_n(&existing_streak, __ATOMIC_RELAXED) < IEZ_EXISTING_STREAK)
-            __atomic_add_fetch(&existing_streak, 1, __ATOMIC_RELAXED);
         if (err != EEXIST || !via_link)
             return IEZ_PLACE_PLAIN;
         /* Something is there: a file, or a link whose target the plain call may create. The application's
@@ -284,7 +261,6 @@ static int place_open(iez_open_call call, int which, int dirfd, const char *path
             return IEZ_PLACE_DONE;
         }
     }
-    __atomic_store_n(&existing_streak, 0, __ATOMIC_RELAXED); /* a new file */
     /* IEZ_TIMEOUT_MS bounds libiez's part of the create, from here: waiting for other threads' lookups
      * included, the application's own open (which waits for the directory's lock while other threads
      * create in it) not */
