@@ -37,6 +37,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from sqlalchemy import text  # noqa: E402
+
 from iez.config import Settings, database_url  # noqa: E402
 from iez.db import open_db  # noqa: E402
 from iez.db.engine import make_engine  # noqa: E402
@@ -112,12 +114,55 @@ def ingest_tree(top: Path, files: int, seed: int = 0) -> tuple[Path, list[str]]:
     return data, lines
 
 
-def ingest(db: str, data: Path, lines: list[str], top: Path) -> dict:
+HELD_ROOT = "/lustre/held"
+
+
+def hold(engine, files: int, seed: int = 1) -> float:
+    """``files`` files of another root (``/lustre/held``: 1,000 files a directory, 1-4 stripe objects each)
+    written into the inventory before an ingest, as a site's inventory holds the rest of its file system; the
+    seconds it took (not part of the ingest's)."""
+    from sqlalchemy import insert
+
+    from iez.inventory.store import ensure_root, transaction
+    from iez.inventory.tables import InvDir, InvFile, InvObject
+
+    rng = random.Random(seed)
+    started = time.monotonic()
+    with transaction(engine) as conn:
+        root_id, _ = ensure_root(conn, HELD_ROOT, "0x200000009:0x1:0x0")
+        ndirs = max(1, files // 1000)
+        dirs = [{"fid": "0x200000009:0x1:0x0", "parent": None, "name": HELD_ROOT, "root_id": root_id, "gen": 1}]
+        dirs += [{"fid": f"0x20000000a:{d:#x}:0x0", "parent": "0x200000009:0x1:0x0", "name": f"d{d}",
+                  "root_id": root_id, "gen": 1} for d in range(ndirs)]
+        conn.execute(insert(InvDir), dirs)
+    step = 20_000
+    for first in range(0, files, step):
+        rows, objects = [], []
+        for n in range(first, min(files, first + step)):
+            count = 1 if rng.random() < 0.8 else rng.randint(2, 4)
+            size = rng.randint(0, 64 * MiB)
+            osts = rng.sample(range(OSTS), count)
+            fid = f"0x20000000b:{rng.getrandbits(32):#x}:{n:#x}"  # keys in no order: a file system's history
+            rows.append({"fid": fid, "parent": f"0x20000000a:{n % ndirs:#x}:0x0", "name": f"f{n}",
+                         "root_id": root_id, "size": size,
+                         "layout": f"version=1 stripe_size={MiB} stripe_count={count} osts={','.join(map(str, osts))}",
+                         "uid": 1000, "gid": 1000, "mode": 0o100644, "nlink": 1, "ino": n + 1, "mtime_ns": 0,
+                         "ctime_ns": 0, "atime_ns": 0, "stale": 0, "gen": 1})
+            objects += [{"fid": fid, "seq": seq, "ost": j, "bytes": b}
+                        for seq, (j, b) in enumerate(zip(osts, raid0_bytes(size, MiB, count)))]
+        with transaction(engine) as conn:
+            conn.execute(insert(InvFile), rows)
+            conn.execute(insert(InvObject), objects)
+    return time.monotonic() - started
+
+
+def ingest(db: str, data: Path, lines: list[str], top: Path, held: int = 0) -> dict:
     from iez.inventory.consumer import Consumer
     from iez.inventory.readers import EmulatedChangelog
     from iez.inventory.store import put_dirs, transaction
 
     engine = open_db(Settings.from_env(db=db, env={}))
+    held_s = hold(engine, held) if held else 0.0
     log = top / f"changelog.{os.getpid()}.{random.random()}"
     log.write_text("\n".join(lines) + "\n")
     # the root alone is known before (an empty tree seeded), as after `iez inventory scan` of an empty directory
@@ -130,10 +175,24 @@ def ingest(db: str, data: Path, lines: list[str], top: Path) -> dict:
         finish_root(conn, root_id, gen, 0.0)
     consumer = Consumer(engine, EmulatedChangelog(log, "cl1"), "bench-MDT0000", "cl1", [str(data)])
     report = consumer.run_once()
+    # a rate counts only if the inventory then holds the tree: every file, under its name, at its size
+    # (and the files held before, untouched)
+    with engine.connect() as conn:
+        stored = {(name, size) for name, size in conn.execute(
+            text("SELECT name, size FROM inv_files WHERE root_id = :r"), {"r": root_id})}
+        kept = conn.execute(text("SELECT count(*) FROM inv_files WHERE root_id <> :r"), {"r": root_id}).scalar()
     engine.dispose()
     log.unlink()
+    on_disk = {(p.name, p.stat().st_size) for p in data.rglob("*") if p.is_file()}
+    if stored != on_disk:
+        raise SystemExit(f"inventory_bench: after the ingest into {db} the inventory does not hold the tree "
+                         f"{data}: {len(on_disk - stored)} files missing or at another size, "
+                         f"{len(stored - on_disk)} rows not on disk")
+    if kept != held:
+        raise SystemExit(f"inventory_bench: the ingest into {db} left {kept} of the {held} files held before")
     return {"records": report.records, "seconds": round(report.seconds, 2),
-            "records_per_s": round(report.records / report.seconds), "files_written": report.files_written}
+            "records_per_s": round(report.records / report.seconds), "files_written": report.files_written,
+            "files_checked": len(on_disk), "held": held, "held_s": round(held_s, 1)}
 
 
 PAIR_CHILD = r"""
@@ -427,6 +486,8 @@ def main() -> int:
     parser.add_argument("--mysql", default=os.environ.get("IEZ_BENCH_MYSQL", "mysql://root@127.0.0.1:3306/iez_bench_inv"),
                         help="the MariaDB database to ingest into (dropped and made anew); 'none' to skip")
     parser.add_argument("--skip", action="append", default=[], choices=("ingest", "synthetic", "tree"))
+    parser.add_argument("--held", type=int, default=0,
+                        help="files (of another root) the inventory holds before each ingest (default 0)")
     parser.add_argument("--dir", help="scratch directory (default: a new one under /tmp); kept afterwards")
     parser.add_argument("--replan", action="store_true",
                         help="plan again from the synthetic inventory a run with --dir left there (no generation)")
@@ -439,6 +500,14 @@ def main() -> int:
     n_ingest = args.ingest or (5_000 if args.quick else 100_000)
     n_synth = args.synthetic or (200_000 if args.quick else 10_000_000)
     n_tree = args.tree or (10_000 if args.quick else 300_000)
+    if args.dir:
+        stale = [name for name, part in (("pairs", "ingest" if args.against else None),
+                                         ("ingest", "ingest"), ("tree", "tree"))
+                 if part and part not in args.skip and (Path(args.dir) / name).exists()]
+        if stale:
+            print(f"inventory_bench: --dir {args.dir} holds {', '.join(stale)} from an earlier run; "
+                  f"give an empty directory or remove {Path(args.dir) / stale[0]}", file=sys.stderr)
+            return 2
     top = Path(args.dir or tempfile.mkdtemp(prefix="iez-inventory-bench-"))
     top.mkdir(parents=True, exist_ok=True)
     out: dict = {}
@@ -451,13 +520,18 @@ def main() -> int:
             out["ingest"] = {}
             backends = [("sqlite", str(top / "ingest.db"))] + ([] if args.mysql == "none" else [("mariadb", args.mysql)])
             for name, db in backends:
-                out["ingest"][name] = ingest(fresh(db), data, lines, top)
+                out["ingest"][name] = ingest(fresh(db), data, lines, top, args.held)
                 r = out["ingest"][name]
+                held = f" (the inventory holding {args.held:,} files before, {r['held_s']} s to write)" if args.held else ""
                 print(f"ingest into {name}: {r['records']} records in {r['seconds']} s = {r['records_per_s']} "
-                      f"records/s (target 50,000)", flush=True)
+                      f"records/s (target 50,000){held}", flush=True)
         if "synthetic" not in args.skip:
             if args.replan:
                 db = str(top / "synthetic.db")
+                if not Path(db).is_file():
+                    print(f"inventory_bench: --replan needs {db}, which a run with --dir {top} leaves; "
+                          f"it is not there", file=sys.stderr)
+                    return 2
                 spec = respec(db)
                 n_synth = spec["files"]
             else:
