@@ -9,6 +9,7 @@ starts its own ``iez api`` on a free port because ``IEZ_API_URL`` is unset here.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -103,6 +104,10 @@ def test_the_three_notebooks_are_stored():
 def test_stored_notebooks_carry_no_outputs(name):
     nb = stored(name)
     nbformat.validate(nb)
+    # every cell has its own id in the file itself (nbformat adds missing ones on reading, with a warning that
+    # says it will become an error)
+    ids = [cell.get("id") for cell in json.loads((NOTEBOOKS / f"{name}.ipynb").read_text())["cells"]]
+    assert None not in ids and len(set(ids)) == len(ids), f"{name}: cells without an id or sharing one: {ids}"
     assert nb.metadata["kernelspec"]["name"] == KERNEL
     for cell in nb.cells:
         if cell.cell_type == "code":
