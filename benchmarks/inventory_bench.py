@@ -500,13 +500,17 @@ def main() -> int:
     n_ingest = args.ingest or (5_000 if args.quick else 100_000)
     n_synth = args.synthetic or (200_000 if args.quick else 10_000_000)
     n_tree = args.tree or (10_000 if args.quick else 300_000)
+    if args.held < 0 or (args.held and args.against):
+        print(f"inventory_bench: --held {args.held}: "
+              f"{'not taken with --against' if args.held > 0 else 'a count of files, 0 or more'}", file=sys.stderr)
+        return 2
     if args.dir:
-        stale = [name for name, part in (("pairs", "ingest" if args.against else None),
-                                         ("ingest", "ingest"), ("tree", "tree"))
-                 if part and part not in args.skip and (Path(args.dir) / name).exists()]
-        if stale:
-            print(f"inventory_bench: --dir {args.dir} holds {', '.join(stale)} from an earlier run; "
-                  f"give an empty directory or remove {Path(args.dir) / stale[0]}", file=sys.stderr)
+        # the trees a run makes under --dir (the synthetic database is made anew, or reread with --replan)
+        made = ["pairs"] if args.against else [part for part in ("ingest", "tree") if part not in args.skip]
+        left = [part for part in made if (Path(args.dir) / part).exists()]
+        if left:
+            print(f"inventory_bench: --dir {args.dir} holds {', '.join(left)} from an earlier run; "
+                  f"give an empty directory or remove {Path(args.dir) / left[0]}", file=sys.stderr)
             return 2
     top = Path(args.dir or tempfile.mkdtemp(prefix="iez-inventory-bench-"))
     top.mkdir(parents=True, exist_ok=True)

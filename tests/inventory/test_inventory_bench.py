@@ -63,3 +63,10 @@ def test_an_ingest_that_leaves_the_inventory_short_is_not_a_rate(tmp_path, monke
         assert "does not hold the tree" in str(stopped) and "missing" in str(stopped)
     else:
         raise AssertionError(f"an inventory one file short passed ({Consumer.__name__})")
+
+
+def test_a_held_count_it_cannot_take_is_refused(tmp_path):
+    for args in (("--held", "-5"), ("--held", "10", "--against", str(tmp_path))):
+        done = run(*args, "--mysql", "none", "--dir", str(tmp_path / "b"))
+        assert done.returncode == 2 and "Traceback" not in done.stderr and "--held" in done.stderr, args
+        assert not (tmp_path / "b").exists()
